@@ -1,0 +1,38 @@
+# provider-canary: two commands matter: `make demo` (main job) and `make test`.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+# Python 3.12 (lingua 2.2 needs it): a pyenv version if there is one, else python3.12 on PATH.
+PYTHON312 := $(shell PYENV_VERSION=$$(pyenv latest 3.12 2>/dev/null) pyenv which python3.12 2>/dev/null || command -v python3.12)
+
+.PHONY: setup test lint typecheck pytest fleet demo bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "python3.12 not found (install it, or a pyenv 3.12 version)"; exit 1; }
+	@test -x $(PY) || $(PYTHON312) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: setup
+	$(VENV)/bin/mypy
+
+pytest: setup
+	$(VENV)/bin/pytest
+
+test: lint typecheck pytest
+
+fleet: setup
+	$(VENV)/bin/canary fleet serve --scenario seed-incidents --host 127.0.0.1 --port 8600
+
+bench: setup
+	@for f in bench/bench_*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,1 @@
+"""provider-canary: shared settings and the `canary` command line."""

@@ -1,0 +1,163 @@
+"""The one settings object: every knob of provider-canary, read from `CANARY_*`.
+
+Precedence (pydantic-settings): explicit keyword arguments > environment
+variables > `.env` file in the working directory > the defaults below, which
+equal the numbers in SPEC.md. Lists accept either JSON (`["a","b"]`) or a
+comma-separated string (`a,b`). Secrets are `SecretStr`: they print as
+`**********` and never reach logs, artifacts or events.
+
+Each section below belongs to one folder of the project; add a knob to the
+section of the folder that reads it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_LOCALES: tuple[str, ...] = (
+    "en", "es", "pt-BR", "fr", "de", "it", "pl", "ru", "uk",
+    "tr", "ja", "ko", "zh-Hans", "id", "vi", "ar", "th",
+)  # fmt: skip
+
+OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+DEFAULT_MODEL = "meta-llama/llama-3.3-70b-instruct"
+
+CsvList = Annotated[list[str], NoDecode]
+
+
+def _split_csv(value: object) -> object:
+    """Accept `a,b`, a JSON list string, or a list; return a list of stripped items."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            import json
+
+            try:
+                parsed = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON list: {exc.msg}") from exc
+            return [str(item).strip() for item in parsed if str(item).strip()]
+        return [item.strip() for item in text.split(",") if item.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="CANARY_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        validate_default=True,
+    )
+
+    # ---- general -------------------------------------------------------
+    home: Path = Field(
+        default=Path.home() / ".provider-canary",
+        description="State directory (ledger database, local Prefect home, logs).",
+    )
+    base_url: str = Field(
+        default=OPENROUTER_BASE_URL,
+        description="OpenRouter-compatible API base URL (the local fleet: http://127.0.0.1:8600/api/v1).",
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("CANARY_API_KEY", "OPENROUTER_API_KEY", "api_key"),
+        description="Upstream API key; falls back to OPENROUTER_API_KEY.",
+    )
+    models: CsvList = Field(
+        default_factory=lambda: [DEFAULT_MODEL],
+        description="Models the canary watches (one deployment per model).",
+    )
+    locales: CsvList = Field(default_factory=lambda: list(DEFAULT_LOCALES))
+
+    # ---- fleet/ ----------------------------------------------------------
+    fleet_key: SecretStr = Field(
+        default=SecretStr("fleet-local-key"),
+        description="The bearer key the local fleet accepts.",
+    )
+
+    # ---- probes/ ---------------------------------------------------------
+    ttft_threshold_s: float = Field(default=10.0, gt=0)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    probe_total_timeout_s: float = Field(default=60.0, gt=0)
+    probe_max_bytes: int = Field(default=1_000_000, gt=0)
+    probe_max_tokens: int = Field(default=300, gt=0)
+    start_anomaly_min_replies: int = Field(default=3, ge=1)
+    start_anomaly_share: float = Field(default=0.15, gt=0, le=1)
+
+    # ---- quarantine/ -------------------------------------------------------
+    mode: Literal["observe", "enforce"] = "observe"
+    capacity_floor: int = Field(default=2, ge=0)
+    control_providers: CsvList = Field(default_factory=list)
+    fail_rounds_to_suspend: int = Field(default=2, ge=1)
+    clean_rounds_to_reinstate: int = Field(default=2, ge=1)
+    ladder_days: CsvList = Field(default_factory=lambda: ["1", "3", "7"])
+    forget_after_days: float = Field(default=14.0, gt=0)
+    ledger_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the ledger; default sqlite:///<home>/ledger.db.",
+    )
+
+    # ---- flows/ ------------------------------------------------------------
+    probe_concurrency: int = Field(default=8, ge=1)
+    round_cron: str = "*/30 * * * *"
+    notification_block: str | None = Field(
+        default=None,
+        description="Name of a Prefect notification block (e.g. a custom webhook) for admin alerts.",
+    )
+
+    # ---- routing/ ----------------------------------------------------------
+    gateway_keys: CsvList = Field(
+        default_factory=list,
+        description="Bearer keys the gateway accepts from clients (never the upstream key).",
+    )
+
+    @field_validator("models", "locales", "control_providers", "gateway_keys", "ladder_days", mode="before")
+    @classmethod
+    def _csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @field_validator("ladder_days")
+    @classmethod
+    def _ladder(cls, value: list[str]) -> list[str]:
+        try:
+            days = [float(v) for v in value]
+        except ValueError as exc:
+            raise ValueError(f"ladder_days must be numbers of days, got {value!r}") from exc
+        if not days or any(d <= 0 for d in days):
+            raise ValueError("ladder_days must be a non-empty list of positive numbers")
+        return value
+
+    @field_validator("locales")
+    @classmethod
+    def _known_locales(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(DEFAULT_LOCALES))
+        if unknown:
+            raise ValueError(
+                f"unsupported locale(s) {unknown}; supported: {', '.join(DEFAULT_LOCALES)}"
+            )
+        if not value:
+            raise ValueError("at least one locale is required")
+        return value
+
+    @property
+    def ladder(self) -> tuple[float, ...]:
+        """Suspension lengths in days: first, second, every further one."""
+        return tuple(float(v) for v in self.ladder_days)
+
+    @property
+    def resolved_ledger_url(self) -> str:
+        return self.ledger_url or f"sqlite:///{self.home / 'ledger.db'}"
+
+    def api_key_value(self) -> str | None:
+        """The upstream key in clear, for the HTTP client only. Never log it."""
+        return self.api_key.get_secret_value() if self.api_key else None
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings; a bad value raises `pydantic.ValidationError` naming the variable."""
+    return Settings(**overrides)  # type: ignore[arg-type]

@@ -1,0 +1,140 @@
+"""Shared data of the canary: what discovery returns, what a pinned request
+produced, and what a contract concluded. Plain pydantic models, no I/O.
+
+    Endpoint    one provider endpoint of a model (from the endpoints listing)
+    Transcript  what one pinned streaming request produced, byte-faithful facts
+    Outcome     one contract's verdict on one or more transcripts
+
+Every other folder (quarantine, flows, routing) reads these; nothing here
+imports anything else of ours.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Contract(StrEnum):
+    """The narrow, code-checkable contracts a probe set covers (SPEC C3-C9)."""
+
+    LATENCY = "latency"  # C3
+    REFUSAL = "refusal"  # C4 (+ C5 positive controls)
+    STRUCTURED = "structured"  # C6
+    LANGUAGE = "language"  # C7 (+ C8 confirmation)
+    START = "start"  # C9 response start, repetition, encoding
+
+
+class OutcomeStatus(StrEnum):
+    PASS = "pass"
+    FAIL = "fail"  # quality evidence against the endpoint
+    INCONCLUSIVE = "inconclusive"  # could not judge (short/ambiguous text)
+    TRANSPORT = "transport"  # unreachable / rate limited / cut: never a quality failure
+    UNSUPPORTED = "unsupported"  # endpoint does not advertise what the contract needs
+    MISROUTED = "misrouted"  # served by another provider than the one pinned
+
+
+class Pricing(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    prompt: float = 0.0  # USD per token
+    completion: float = 0.0
+    request: float = 0.0
+    image: float = 0.0
+
+
+class Endpoint(BaseModel):
+    """One provider endpoint of a model, as listed by `/models/{id}/endpoints`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model_id: str
+    tag: str  # slug for provider.only / ignore, e.g. "deepinfra/fp8"
+    provider_name: str  # what responses carry in their `provider` field
+    name: str = ""
+    quantization: str | None = None
+    status: int = 0  # 0 normal; negative = degraded (kept, never dropped)
+    context_length: int | None = None
+    max_completion_tokens: int | None = None
+    max_prompt_tokens: int | None = None
+    supported_parameters: tuple[str, ...] = ()
+    pricing: Pricing = Field(default_factory=Pricing)
+    uptime_last_30m: float | None = None
+    latency_p50_s: float | None = None
+
+    @property
+    def supports_structured_output(self) -> bool:
+        params = set(self.supported_parameters)
+        return "response_format" in params or "structured_outputs" in params
+
+    @property
+    def usable(self) -> bool:
+        """Status 0 is normal; negative statuses are degraded (still probed)."""
+        return self.status >= 0
+
+
+class ErrorInfo(BaseModel):
+    """An OpenRouter error envelope (HTTP or in-band), both metadata dialects."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: int | None = None
+    message: str = ""
+    error_type: str | None = None  # metadata.error_type (current dialect)
+    provider_code: str | None = None
+    provider_name: str | None = None  # metadata.provider_name (older dialect)
+    retry_after_s: float | None = None  # from the Retry-After header
+    in_band: bool = False  # arrived as a stream chunk after HTTP 200
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Transcript(BaseModel):
+    """What one pinned request produced. Facts only; verdicts live in Outcome."""
+
+    request_id: str
+    model_id: str
+    tag: str  # the endpoint pinned
+    pinned_provider: str  # its provider_name
+    contract: Contract
+    locale: str | None = None
+    served_by: str | None = None  # the response's `provider` field
+    http_status: int | None = None
+    error: ErrorInfo | None = None
+    transport_error: str | None = None  # e.g. "connect_timeout", "connection_reset", "stream_cut"
+    ttft_s: float | None = None  # first *content* delta, monotonic, from send
+    total_s: float | None = None
+    gave_up_waiting: bool = False  # no text within the latency threshold
+    text: str = ""
+    finish_reason: str | None = None
+    native_finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    done: bool = False  # saw `data: [DONE]`
+    bytes_received: int = 0
+    byte_limit_hit: bool = False
+    time_limit_hit: bool = False
+    malformed_lines: int = 0  # SSE data lines that were not valid JSON
+    generation_id: str | None = None
+
+    @property
+    def misrouted(self) -> bool:
+        return self.served_by is not None and self.served_by != self.pinned_provider
+
+
+class Outcome(BaseModel):
+    """One contract's verdict. `reason` is a short machine-readable code."""
+
+    model_config = ConfigDict(frozen=True)
+
+    contract: Contract
+    status: OutcomeStatus
+    reason: str
+    tag: str | None = None
+    locale: str | None = None
+    ttft_s: float | None = None
+    evidence: dict[str, Any] = Field(default_factory=dict)  # numbers, short excerpts; never keys
+
+    @property
+    def is_failure(self) -> bool:
+        return self.status is OutcomeStatus.FAIL

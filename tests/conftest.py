@@ -1,0 +1,12 @@
+"""Shared pytest set-up. Fixtures live in tests/fixtures/<topic>.py, one file
+per topic, and are registered here as plugins so each topic owns its file."""
+
+import os
+
+# Tests never read a developer's .env or real keys.
+os.environ.pop("OPENROUTER_API_KEY", None)
+os.environ.pop("CANARY_API_KEY", None)
+
+pytest_plugins: list[str] = [
+    # "tests.fixtures.fleet",
+]
