@@ -8,5 +8,6 @@ os.environ.pop("OPENROUTER_API_KEY", None)
 os.environ.pop("CANARY_API_KEY", None)
 
 pytest_plugins: list[str] = [
-    # "tests.fixtures.fleet",
+    "tests.fixtures.prefect",
+    # add "tests.fixtures.<topic>" here (one line each)
 ]
