@@ -104,6 +104,9 @@ class Settings(BaseSettings):
 
     # ---- flows/ ------------------------------------------------------------
     probe_concurrency: int = Field(default=8, ge=1)
+    prefect_port: int = Field(
+        default=4200, ge=1, le=65535, description="Port of the embedded local Prefect server."
+    )
     round_cron: str = "*/30 * * * *"
     notification_block: str | None = Field(
         default=None,
@@ -116,7 +119,9 @@ class Settings(BaseSettings):
         description="Bearer keys the gateway accepts from clients (never the upstream key).",
     )
 
-    @field_validator("models", "locales", "control_providers", "gateway_keys", "ladder_days", mode="before")
+    @field_validator(
+        "models", "locales", "control_providers", "gateway_keys", "ladder_days", mode="before"
+    )
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
