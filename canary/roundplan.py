@@ -1,0 +1,113 @@
+"""Pure planning of one canary round: which endpoints, which locale each one
+gets, which are positive controls, and the ids that name the round.
+
+No I/O and no clock: the round's logical time `at` is a parameter, so a
+round can be replayed and the locale rotation is a function of `at` alone.
+
+Rotation (C7, C8): rounds are numbered by half-hour slot since the epoch
+(`round_index`); endpoint i (in sorted tag order) gets locale
+`locales[(round_index + i) % len(locales)]`, so in one round the endpoints
+cover different locales and over 17 rounds each endpoint sees every locale.
+An endpoint whose language probe failed keeps that locale for its next round
+(`sticky`), so it cannot escape the consecutive-rounds rule because the
+rotation moved on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from probes.types import Endpoint
+
+ROUND_SECONDS = 30 * 60
+
+
+class PlanError(ValueError):
+    """The requested round cannot be planned (e.g. an unknown endpoint subset)."""
+
+
+def as_utc(at: datetime) -> datetime:
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+
+def round_index(at: datetime) -> int:
+    """The half-hour slot number of `at` (UTC)."""
+    return int(as_utc(at).timestamp() // ROUND_SECONDS)
+
+
+def round_id(model: str, at: datetime) -> str:
+    """`<model-slug>@<ISO minute>`, unique per model and logical time."""
+    slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
+    return f"{slug}@{as_utc(at):%Y-%m-%dT%H:%M:%SZ}"
+
+
+def assign_locales(
+    tags: Iterable[str],
+    locales: Sequence[str],
+    index: int,
+    sticky: Mapping[str, str | None] | None = None,
+) -> dict[str, str]:
+    """The locale each endpoint is probed in this round (see module docstring)."""
+    if not locales:
+        raise PlanError("at least one locale is required")
+    sticky = sticky or {}
+    plan: dict[str, str] = {}
+    for i, tag in enumerate(sorted(set(tags))):
+        kept = sticky.get(tag)
+        plan[tag] = (
+            kept if kept is not None and kept in locales else locales[(index + i) % len(locales)]
+        )
+    return plan
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    round_id: str
+    model: str
+    at: datetime
+    targets: tuple[Endpoint, ...]  # every endpoint probed (production, suspended, controls)
+    controls: frozenset[str]  # positive-control tags among the targets
+    locales: Mapping[str, str] = field(default_factory=dict)  # tag -> locale
+
+    @property
+    def production_tags(self) -> frozenset[str]:
+        """Probed endpoints that serve traffic: usable and not a control."""
+        return frozenset(e.tag for e in self.targets if e.usable and e.tag not in self.controls)
+
+
+def plan_round(
+    model: str,
+    at: datetime,
+    endpoints: Sequence[Endpoint],
+    *,
+    locales: Sequence[str],
+    controls: Iterable[str] = (),
+    subset: Iterable[str] | None = None,
+    sticky: Mapping[str, str | None] | None = None,
+) -> RoundPlan:
+    """Choose the targets and their locales. Every discovered endpoint is probed,
+    suspended ones included (Q5); `subset` narrows it and must name known tags."""
+    by_tag = {e.tag: e for e in endpoints}
+    if subset is not None:
+        wanted = list(dict.fromkeys(subset))
+        unknown = [t for t in wanted if t not in by_tag]
+        if unknown:
+            raise PlanError(
+                f"unknown endpoint(s) {unknown} for model {model}; known: {sorted(by_tag)}"
+            )
+        targets = tuple(by_tag[t] for t in wanted)
+    else:
+        targets = tuple(sorted(endpoints, key=lambda e: e.tag))
+    control_set = frozenset(controls) & {e.tag for e in targets}
+    at = as_utc(at)
+    return RoundPlan(
+        round_id=round_id(model, at),
+        model=model,
+        at=at,
+        targets=targets,
+        controls=control_set,
+        locales=assign_locales(by_tag, locales, round_index(at), sticky),
+    )
