@@ -1,0 +1,65 @@
+"""The quarantine's error tree. Every error says what was wrong and that nothing changed.
+
+QuarantineError                 base of everything raised by quarantine/
+├── UnknownModelError           no quarantine state stored for the model
+├── UnknownTagError             the model's state has no such endpoint tag
+├── NotSuspendedError           lift of an endpoint that is not (shadow-)suspended
+├── ExclusionError              runtime incident exclusions (Prefect Variable)
+│   ├── ExpiryInPastError       an exclusion expiry at or before `now`
+│   ├── ExclusionNotFoundError  removing a tag that has no runtime exclusion
+│   ├── ExclusionsFullError     the Variable's JSON would exceed 5,000 characters
+│   └── ExclusionsCorruptError  the Variable holds something that is not our document
+├── BuiltinExclusionsError      the versioned built-in exclusions file is invalid
+├── StateCorruptError           the state block document cannot be read back
+└── StaleRevisionError          a write raced another writer and could not be re-applied
+"""
+
+from __future__ import annotations
+
+
+class QuarantineError(Exception):
+    """Base class of every quarantine error."""
+
+
+class UnknownModelError(QuarantineError, LookupError):
+    pass
+
+
+class UnknownTagError(QuarantineError, LookupError):
+    pass
+
+
+class NotSuspendedError(QuarantineError, ValueError):
+    pass
+
+
+class ExclusionError(QuarantineError):
+    pass
+
+
+class ExpiryInPastError(ExclusionError, ValueError):
+    pass
+
+
+class ExclusionNotFoundError(ExclusionError, LookupError):
+    pass
+
+
+class ExclusionsFullError(ExclusionError):
+    pass
+
+
+class ExclusionsCorruptError(ExclusionError, ValueError):
+    pass
+
+
+class BuiltinExclusionsError(QuarantineError, ValueError):
+    pass
+
+
+class StateCorruptError(QuarantineError, ValueError):
+    pass
+
+
+class StaleRevisionError(QuarantineError, RuntimeError):
+    pass

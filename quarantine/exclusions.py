@@ -1,0 +1,132 @@
+"""The three exclusion layers merged into the routing request's `provider.ignore` (Q7).
+
+    builtin   vetted, versioned file in the repo (`quarantine/builtin.py`)
+    incident  runtime exclusions an admin adds or removes at once (`quarantine/incidents.py`)
+    canary    timed canary suspensions from the quarantine state, enforce mode only (Q3)
+
+`merge_ignore` is pure: one entry per tag, sorted by tag; when a tag is in several layers the
+first of builtin, incident, canary wins (its reason is shown). Expired incident entries and
+ended suspensions drop out by themselves at `now`; shadow (observe) suspensions never enter.
+`aignore_list(model, now)` reads the three layers and merges them; the router calls it (or
+the sync `ignore_list`) and passes `ignore_tags(entries)` as `provider.ignore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+
+from prefect.utilities.asyncutils import run_coro_as_sync
+from pydantic import BaseModel, ConfigDict
+
+from quarantine.builtin import BuiltinExclusion, load_builtin
+from quarantine.incidents import (
+    RuntimeExclusion,
+    aadd_runtime_exclusion,
+    add_runtime_exclusion,
+    aread_runtime_exclusions,
+    aremove_runtime_exclusion,
+    remove_runtime_exclusion,
+    variable_name,
+)
+from quarantine.models import Mode, ModelState, UtcDatetime, _utc
+from quarantine.store import aload_state
+
+__all__ = [
+    "BuiltinExclusion",
+    "IgnoreEntry",
+    "Layer",
+    "RuntimeExclusion",
+    "aadd_runtime_exclusion",
+    "add_runtime_exclusion",
+    "aignore_list",
+    "aread_runtime_exclusions",
+    "aremove_runtime_exclusion",
+    "ignore_list",
+    "ignore_tags",
+    "load_builtin",
+    "merge_ignore",
+    "remove_runtime_exclusion",
+    "variable_name",
+]
+
+
+class Layer(StrEnum):
+    BUILTIN = "builtin"
+    INCIDENT = "incident"
+    CANARY = "canary"
+
+
+_PRECEDENCE = {Layer.BUILTIN: 0, Layer.INCIDENT: 1, Layer.CANARY: 2}
+
+
+class IgnoreEntry(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    tag: str
+    layer: Layer
+    reason: str
+    until: UtcDatetime | None = None
+
+
+def merge_ignore(
+    model: str,
+    builtin: Sequence[BuiltinExclusion],
+    runtime: Sequence[RuntimeExclusion],
+    state: ModelState | None,
+    now: datetime,
+) -> list[IgnoreEntry]:
+    """The merged, sorted, de-duplicated ignore entries of `model` at `now` (pure)."""
+    now = _utc(now)
+    found: list[IgnoreEntry] = [
+        IgnoreEntry(tag=b.slug, layer=Layer.BUILTIN, reason=b.reason)
+        for b in builtin
+        if b.matches(model)
+    ]
+    found += [
+        IgnoreEntry(
+            tag=r.tag, layer=Layer.INCIDENT, reason=f"{r.reason} ({r.author})", until=r.until
+        )
+        for r in runtime
+        if r.active(now)
+    ]
+    if state is not None and state.mode is Mode.ENFORCE:
+        for tag, ps in state.providers.items():
+            until = ps.suspended_until
+            if until is not None and until > now:
+                why = "; ".join(ps.last_reasons) or "failed consecutive canary rounds"
+                found.append(
+                    IgnoreEntry(
+                        tag=tag,
+                        layer=Layer.CANARY,
+                        reason=f"canary suspension, rung {ps.suspensions}: {why}",
+                        until=until,
+                    )
+                )
+    best: dict[str, IgnoreEntry] = {}
+    for entry in sorted(found, key=lambda e: (e.tag, _PRECEDENCE[e.layer])):
+        best.setdefault(entry.tag, entry)
+    return [best[tag] for tag in sorted(best)]
+
+
+def ignore_tags(entries: Sequence[IgnoreEntry]) -> list[str]:
+    """The `provider.ignore` list: tags only, in order."""
+    return [e.tag for e in entries]
+
+
+async def aignore_list(
+    model: str, now: datetime, *, builtin_path: Path | str | None = None
+) -> list[IgnoreEntry]:
+    """Read the three layers of `model` and merge them at `now`."""
+    builtin = load_builtin(builtin_path)
+    runtime = await aread_runtime_exclusions(model)
+    state = await aload_state(model)
+    return merge_ignore(model, builtin, runtime, state, now)
+
+
+def ignore_list(
+    model: str, now: datetime, *, builtin_path: Path | str | None = None
+) -> list[IgnoreEntry]:
+    return run_coro_as_sync(aignore_list(model, now, builtin_path=builtin_path))

@@ -1,0 +1,39 @@
+"""Serialise read-modify-write on Prefect objects (blocks and Variables are last-writer-wins).
+
+`serialised(name)` holds one slot of a global concurrency limit of 1 named `name`. It creates
+the limit first (`strict=True` with a missing limit raises; without `strict` a missing limit
+would silently mean no lock at all, see PREFECT.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+
+from prefect import get_client
+from prefect.concurrency.asyncio import concurrency
+from prefect.exceptions import ObjectAlreadyExists
+from prefect.settings import PREFECT_API_URL
+
+LOCK_TIMEOUT_S = 60.0
+_ensured: set[tuple[str, str]] = set()
+
+
+async def ensure_limit(name: str) -> None:
+    """Create the global concurrency limit `name` (limit 1) unless it already exists."""
+    key = (str(PREFECT_API_URL.value()), name)
+    if key in _ensured:
+        return
+    async with get_client() as client:
+        # a concurrent caller may create it between upsert's read and create
+        with suppress(ObjectAlreadyExists):
+            await client.upsert_global_concurrency_limit_by_name(name, limit=1)
+    _ensured.add(key)
+
+
+@asynccontextmanager
+async def serialised(name: str, timeout_s: float = LOCK_TIMEOUT_S) -> AsyncIterator[None]:
+    """Hold the only slot of limit `name` for the duration of the block."""
+    await ensure_limit(name)
+    async with concurrency(name, occupy=1, strict=True, timeout_seconds=timeout_s):
+        yield

@@ -1,0 +1,165 @@
+"""The quarantine's data: per-endpoint state, per-model state, a round report, the
+policy knobs and the decisions (the event log). Plain pydantic models, no I/O.
+
+All datetimes are timezone-aware UTC; naive inputs are read as UTC.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from quarantine.verdicts import ProviderRound, RoundVerdict
+
+if TYPE_CHECKING:
+    from canary.settings import Settings
+
+RECENT_ROUNDS_KEPT = 8  # per endpoint, for status and evidence
+STREAK_IDS_KEPT = 16  # round ids kept as evidence of the current streak
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
+
+
+def model_slug(model: str) -> str:
+    """A stable Prefect-safe name part for a model id (lowercase, digits, dashes).
+
+    `meta-llama/llama-3.3-70b-instruct` -> `meta-llama-llama-3-3-70b-instruct-1b4c9d2e`;
+    the 8-hex suffix (sha256 of the id) keeps ids that differ only in punctuation apart.
+    """
+    if not model.strip():
+        raise ValueError("model id must not be empty")
+    base = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")[:80] or "model"
+    return f"{base}-{hashlib.sha256(model.encode()).hexdigest()[:8]}"
+
+
+class Mode(StrEnum):
+    OBSERVE = "observe"
+    ENFORCE = "enforce"
+
+
+class DecisionKind(StrEnum):
+    SUSPENDED = "suspended"  # enforce: enters provider.ignore until `until`
+    WOULD_SUSPEND = "would_suspend"  # observe: shadow suspension, never in provider.ignore
+    BLOCKED_BY_FLOOR = "blocked_by_floor"  # Q4: would suspend, capacity floor forbids; alert
+    REINSTATED_EARLY = "reinstated_early"  # Q5: clean rounds while suspended
+    EXPIRED = "expired"  # Q5: suspension time is up
+    FORGIVEN = "forgiven"  # Q6: ladder history forgotten
+    LIFTED = "lifted"  # Q8: manual lift
+    MODE_CHANGED = "mode_changed"  # Q3: observe <-> enforce (tag "")
+
+
+class RoundNote(BaseModel):
+    """One round of one endpoint, as remembered in its state."""
+
+    round_id: str
+    at: UtcDatetime
+    verdict: RoundVerdict
+    reasons: list[str] = Field(default_factory=list)
+
+
+class ProviderState(BaseModel):
+    """The policy's memory of one endpoint. Every field has a default (old documents load)."""
+
+    consecutive_failed_rounds: int = 0
+    consecutive_clean_rounds: int = 0
+    suspended_at: UtcDatetime | None = None
+    suspended_until: UtcDatetime | None = None  # enforce mode
+    shadow_suspended_until: UtcDatetime | None = None  # observe mode
+    suspensions: int = 0  # ladder rung reached since the last forgiveness
+    last_suspension_end: UtcDatetime | None = None
+    sticky_locale: str | None = None  # repeat this locale next round (C8)
+    last_reasons: list[str] = Field(default_factory=list)
+    streak_round_ids: list[str] = Field(default_factory=list)  # current fail/clean streak
+    streak_reasons: list[str] = Field(default_factory=list)  # failing reasons of the streak
+    recent_rounds: list[RoundNote] = Field(default_factory=list)
+
+    @property
+    def until(self) -> datetime | None:
+        """End of the current suspension, real or shadow (at most one is set)."""
+        return self.suspended_until or self.shadow_suspended_until
+
+    def suspended(self, now: datetime) -> bool:
+        """Whether a suspension (real or shadow) is in force at `now`."""
+        return self.until is not None and self.until > now
+
+
+class ModelState(BaseModel):
+    """All endpoints of one model, as stored (one Prefect block document per model)."""
+
+    model: str
+    mode: Mode = Mode.OBSERVE
+    revision: int = 0
+    providers: dict[str, ProviderState] = Field(default_factory=dict)
+    updated_at: UtcDatetime | None = None
+    last_round_id: str | None = None
+
+
+class RoundReport(BaseModel):
+    """What one canary round tells the policy about one model."""
+
+    round_id: str
+    model: str
+    at: UtcDatetime
+    mode: Mode
+    rounds: dict[str, ProviderRound] = Field(default_factory=dict)
+    production_tags: frozenset[str] = frozenset()  # discovered, usable, not a control
+    excluded_tags: frozenset[str] = frozenset()  # excluded by the built-in/incident layers
+    language_failed_locales: dict[str, str] = Field(default_factory=dict)
+
+
+class PolicyConfig(BaseModel):
+    """The policy's knobs; defaults equal SPEC Q2, Q4, Q5, Q6."""
+
+    model_config = ConfigDict(frozen=True)
+
+    floor: int = Field(default=2, ge=0)
+    fail_rounds: int = Field(default=2, ge=1)
+    clean_rounds: int = Field(default=2, ge=1)
+    ladder_days: tuple[float, ...] = (1.0, 3.0, 7.0)
+    forget_after_days: float = Field(default=14.0, gt=0)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PolicyConfig:
+        return cls(
+            floor=settings.capacity_floor,
+            fail_rounds=settings.fail_rounds_to_suspend,
+            clean_rounds=settings.clean_rounds_to_reinstate,
+            ladder_days=settings.ladder,
+            forget_after_days=settings.forget_after_days,
+        )
+
+    def duration(self, rung: int) -> timedelta:
+        """Length of the suspension at ladder rung `rung` (1-based); the last step repeats."""
+        return timedelta(days=self.ladder_days[min(rung, len(self.ladder_days)) - 1])
+
+    @property
+    def forget_after(self) -> timedelta:
+        return timedelta(days=self.forget_after_days)
+
+
+class Decision(BaseModel):
+    """One entry of the quarantine's event log (Q8): what, why, on which evidence."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    kind: DecisionKind
+    tag: str
+    at: UtcDatetime
+    mode: Mode
+    reason: str
+    until: UtcDatetime | None = None
+    rung: int | None = None
+    evidence: tuple[str, ...] = ()  # failing reasons of the rounds that caused it
+    round_ids: tuple[str, ...] = ()
+    actor: str | None = None  # who, for manual decisions
