@@ -1,0 +1,97 @@
+"""`canary serve`: the same deployments as `prefect.yaml`, served from this
+process without a work pool (O2, O6). One scheduled round deployment per
+configured model (cron every 30 min, UTC, one run per model at a time:
+`concurrency_limit=1` with `CANCEL_NEW`), plus unscheduled triage and admin
+deployments so analysts can start them from the Prefect UI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+
+from canary.settings import Settings
+from quarantine.models import model_slug
+
+ONE_AT_A_TIME = ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW)
+
+
+def round_deployment_name(model: str) -> str:
+    return f"round-{model_slug(model)}"
+
+
+def deployment_specs(settings: Settings) -> list[dict[str, Any]]:
+    """Plain descriptions of every deployment (also what `render.py` writes)."""
+    specs: list[dict[str, Any]] = [
+        {
+            "name": round_deployment_name(model),
+            "flow": "canary_round",
+            "entrypoint": "flows/canary_round.py:canary_round",
+            "cron": settings.round_cron,
+            "parameters": {"model": model, "mode": settings.mode},
+            "tags": ["provider-canary", f"model:{model}", f"mode:{settings.mode}"],
+            "concurrency_limit": 1,
+            "description": f"Canary round for {model} every 30 minutes (UTC).",
+        }
+        for model in settings.models
+    ]
+    specs += [
+        {
+            "name": "triage",
+            "flow": "triage",
+            "entrypoint": "flows/triage.py:triage",
+            "cron": None,
+            "parameters": {},
+            "tags": ["provider-canary", "triage"],
+            "concurrency_limit": None,
+            "description": "Re-probe one endpoint now with full transcripts (O5).",
+        },
+    ]
+    for flow_name in ("lift_suspension", "add_exclusion", "remove_exclusion"):
+        specs.append(
+            {
+                "name": flow_name.replace("_", "-"),
+                "flow": flow_name,
+                "entrypoint": f"flows/admin.py:{flow_name}",
+                "cron": None,
+                "parameters": {},
+                "tags": ["provider-canary", "admin"],
+                "concurrency_limit": None,
+                "description": f"Admin action: {flow_name.replace('_', ' ')} (Q8, O4).",
+            }
+        )
+    return specs
+
+
+def build_deployments(settings: Settings) -> list[Any]:
+    """RunnerDeployments for `prefect.serve`."""
+    from flows.admin import add_exclusion, lift_suspension, remove_exclusion
+    from flows.canary_round import canary_round
+    from flows.triage import triage
+
+    flows = {
+        "canary_round": canary_round,
+        "triage": triage,
+        "lift_suspension": lift_suspension,
+        "add_exclusion": add_exclusion,
+        "remove_exclusion": remove_exclusion,
+    }
+    deployments = []
+    for spec in deployment_specs(settings):
+        deployments.append(
+            flows[spec["flow"]].to_deployment(
+                name=spec["name"],
+                cron=spec["cron"],
+                parameters=spec["parameters"],
+                tags=spec["tags"],
+                description=spec["description"],
+                concurrency_limit=ONE_AT_A_TIME if spec["concurrency_limit"] else None,
+            )
+        )
+    return deployments
+
+
+def serve_all(settings: Settings) -> None:
+    from prefect import serve
+
+    serve(*build_deployments(settings))
