@@ -1,0 +1,182 @@
+"""What admin flows and the CLI call: status, manual lift, runtime exclusions, ignore list.
+
+Every function takes `now` (the caller reads the clock, never this module's pure parts) and an
+optional `settings`. A manual lift is written to the state (serialised, revision-checked) and
+then to the ledger (Q8).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from prefect.utilities.asyncutils import run_coro_as_sync
+from pydantic import BaseModel, Field
+
+from canary.settings import Settings, load_settings
+from quarantine import policy
+from quarantine.exclusions import (
+    IgnoreEntry,
+    RuntimeExclusion,
+    aadd_runtime_exclusion,
+    aignore_list,
+    aremove_runtime_exclusion,
+    ignore_tags,
+)
+from quarantine.ledger import Ledger
+from quarantine.models import Decision, Mode, ModelState, UtcDatetime, _utc
+from quarantine.store import aload_state, aupdate_state
+
+
+class EndpointState(StrEnum):
+    ACTIVE = "active"
+    SUSPENDED = "suspended"
+    SHADOW_SUSPENDED = "shadow-suspended"
+
+
+class EndpointStatus(BaseModel):
+    state: EndpointState
+    suspended_until: UtcDatetime | None = None
+    consecutive_failed_rounds: int = 0
+    consecutive_clean_rounds: int = 0
+    suspensions: int = 0  # ladder rung reached since the last forgiveness
+    sticky_locale: str | None = None
+    last_reasons: list[str] = Field(default_factory=list)
+
+
+class ModelStatus(BaseModel):
+    model: str
+    mode: Mode
+    revision: int
+    providers: dict[str, EndpointStatus]
+    ignore: list[IgnoreEntry]
+
+    def to_json(self) -> dict[str, Any]:
+        """The CLI's JSON: per endpoint state, until, streaks, rung; ignore = merged tags."""
+        return {
+            "model": self.model,
+            "mode": self.mode.value,
+            "providers": {
+                tag: {
+                    "state": s.state.value,
+                    "suspended_until": s.suspended_until.isoformat() if s.suspended_until else None,
+                    "consecutive_failed_rounds": s.consecutive_failed_rounds,
+                    "consecutive_clean_rounds": s.consecutive_clean_rounds,
+                    "suspensions": s.suspensions,
+                }
+                for tag, s in sorted(self.providers.items())
+            },
+            "ignore": ignore_tags(self.ignore),
+        }
+
+
+def model_status(state: ModelState, ignore: list[IgnoreEntry], now: datetime) -> ModelStatus:
+    """Pure: the status view of a stored state at `now`."""
+    now = _utc(now)
+    providers = {}
+    for tag, ps in state.providers.items():
+        if not ps.suspended(now):
+            kind = EndpointState.ACTIVE
+        elif ps.suspended_until is not None:
+            kind = EndpointState.SUSPENDED
+        else:
+            kind = EndpointState.SHADOW_SUSPENDED
+        providers[tag] = EndpointStatus(
+            state=kind,
+            suspended_until=ps.until if kind is not EndpointState.ACTIVE else None,
+            consecutive_failed_rounds=ps.consecutive_failed_rounds,
+            consecutive_clean_rounds=ps.consecutive_clean_rounds,
+            suspensions=ps.suspensions,
+            sticky_locale=ps.sticky_locale,
+            last_reasons=list(ps.last_reasons),
+        )
+    return ModelStatus(
+        model=state.model,
+        mode=state.mode,
+        revision=state.revision,
+        providers=providers,
+        ignore=ignore,
+    )
+
+
+async def astatus(model: str, now: datetime) -> ModelStatus:
+    """Status of a model; `UnknownModelError` if no round has stored state for it."""
+    state = await aload_state(model, missing_ok=False)
+    return model_status(state, await aignore_list(model, now), now)
+
+
+async def alift(
+    model: str,
+    tag: str,
+    reason: str,
+    actor: str,
+    now: datetime,
+    *,
+    settings: Settings | None = None,
+) -> Decision:
+    """Lift a (shadow) suspension by hand; recorded in state and ledger (Q8)."""
+    await aload_state(model, missing_ok=False)  # UnknownModelError before taking the lock
+    _, decisions = await aupdate_state(
+        model, lambda s: policy.lift(s, tag, reason=reason, actor=actor, now=now)
+    )
+    settings = settings or load_settings()
+    ledger = Ledger(settings.resolved_ledger_url)
+    try:
+        ledger.record_decisions(decisions)
+    finally:
+        ledger.close()
+    return decisions[0]
+
+
+async def aadd_exclusion(
+    model: str,
+    tag: str,
+    reason: str,
+    author: str,
+    now: datetime,
+    *,
+    until: datetime | None = None,
+) -> RuntimeExclusion:
+    """Add a runtime incident exclusion, effective at once (Q7b, O4)."""
+    return await aadd_runtime_exclusion(
+        model, tag, reason=reason, author=author, until=until, now=now
+    )
+
+
+async def aremove_exclusion(model: str, tag: str, actor: str, now: datetime) -> RuntimeExclusion:
+    return await aremove_runtime_exclusion(model, tag, actor=actor, now=now)
+
+
+async def aignore(model: str, now: datetime) -> list[IgnoreEntry]:
+    return await aignore_list(model, now)
+
+
+def status(model: str, now: datetime) -> ModelStatus:
+    return run_coro_as_sync(astatus(model, now))
+
+
+def lift(
+    model: str,
+    tag: str,
+    reason: str,
+    actor: str,
+    now: datetime,
+    *,
+    settings: Settings | None = None,
+) -> Decision:
+    return run_coro_as_sync(alift(model, tag, reason, actor, now, settings=settings))
+
+
+def add_exclusion(
+    model: str, tag: str, reason: str, author: str, now: datetime, *, until: datetime | None = None
+) -> RuntimeExclusion:
+    return run_coro_as_sync(aadd_exclusion(model, tag, reason, author, now, until=until))
+
+
+def remove_exclusion(model: str, tag: str, actor: str, now: datetime) -> RuntimeExclusion:
+    return run_coro_as_sync(aremove_exclusion(model, tag, actor, now))
+
+
+def ignore(model: str, now: datetime) -> list[IgnoreEntry]:
+    return run_coro_as_sync(aignore(model, now))

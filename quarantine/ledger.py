@@ -1,0 +1,171 @@
+"""The quarantine ledger: one row per decision and one per endpoint per round, in SQL, so
+analysts query history with pandas instead of scraping Prefect.
+
+Tables (own SQLModel metadata `LEDGER_METADATA`, created on open, so other folders' tables on
+the same URL are neither created nor touched by us): `quarantine_decisions`,
+`quarantine_probes`. URL: `settings.resolved_ledger_url` (SQLite under CANARY_HOME by
+default; any SQLAlchemy URL, e.g. postgresql+psycopg://...).
+
+    from quarantine.ledger import Ledger
+    Ledger(url).decisions_frame("meta-llama/llama-3.3-70b-instruct", since=...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from sqlalchemy import JSON, Column, DateTime, UniqueConstraint, delete, select
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import registry
+from sqlmodel import Field, Session, SQLModel, create_engine
+
+from probes.types import Contract, Outcome
+from quarantine.models import Decision, RoundReport, _utc
+
+
+class _LedgerBase(SQLModel, registry=registry()):
+    pass
+
+
+LEDGER_METADATA = _LedgerBase.metadata
+
+
+class DecisionRow(_LedgerBase, table=True):
+    __tablename__ = "quarantine_decisions"
+
+    id: int | None = Field(default=None, primary_key=True)
+    model: str = Field(index=True)
+    kind: str = Field(index=True)
+    tag: str = Field(index=True)
+    at: datetime = Field(sa_column=Column(DateTime(timezone=True), index=True, nullable=False))
+    mode: str
+    reason: str
+    until: datetime | None = Field(default=None, sa_column=Column(DateTime(timezone=True)))
+    rung: int | None = None
+    evidence: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    round_ids: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    actor: str | None = None
+
+
+class ProbeRow(_LedgerBase, table=True):
+    __tablename__ = "quarantine_probes"
+    __table_args__ = (UniqueConstraint("round_id", "model", "tag"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    round_id: str = Field(index=True)
+    model: str = Field(index=True)
+    tag: str = Field(index=True)
+    at: datetime = Field(sa_column=Column(DateTime(timezone=True), index=True, nullable=False))
+    verdict: str
+    reasons: list[str] = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    locale: str | None = None
+    ttft_s: float | None = None
+    outcomes: list[dict[str, Any]] = Field(
+        default_factory=list, sa_column=Column(JSON, nullable=False)
+    )
+
+
+def _locale(tag: str, report: RoundReport, outcomes: Sequence[Outcome]) -> str | None:
+    if tag in report.language_failed_locales:
+        return report.language_failed_locales[tag]
+    return next((o.locale for o in outcomes if o.locale), None)
+
+
+def _ttft(outcomes: Sequence[Outcome]) -> float | None:
+    latency = [
+        o.ttft_s for o in outcomes if o.contract is Contract.LATENCY and o.ttft_s is not None
+    ]
+    other = [o.ttft_s for o in outcomes if o.ttft_s is not None]
+    return min(latency) if latency else (min(other) if other else None)
+
+
+class Ledger:
+    """The ledger on one SQLAlchemy URL; tables are created on open."""
+
+    def __init__(self, url: str) -> None:
+        parsed = make_url(url)
+        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        self.engine: Engine = create_engine(url)
+        LEDGER_METADATA.create_all(self.engine)
+
+    def record_decisions(self, decisions: Sequence[Decision]) -> int:
+        """Append one row per decision; returns how many."""
+        rows = [
+            DecisionRow(
+                model=d.model,
+                kind=d.kind.value,
+                tag=d.tag,
+                at=d.at,
+                mode=d.mode.value,
+                reason=d.reason,
+                until=d.until,
+                rung=d.rung,
+                evidence=list(d.evidence),
+                round_ids=list(d.round_ids),
+                actor=d.actor,
+            )
+            for d in decisions
+        ]
+        with Session(self.engine) as session:
+            session.add_all(rows)
+            session.commit()
+        return len(rows)
+
+    def record_round(
+        self, report: RoundReport, outcomes: Mapping[str, Sequence[Outcome]] | None = None
+    ) -> int:
+        """One row per endpoint of the round (re-recording a round replaces its rows)."""
+        outcomes = outcomes or {}
+        rows = []
+        for tag, rnd in sorted(report.rounds.items()):
+            mine = list(outcomes.get(tag, ()))
+            rows.append(
+                ProbeRow(
+                    round_id=report.round_id,
+                    model=report.model,
+                    tag=tag,
+                    at=report.at,
+                    verdict=rnd.verdict.value,
+                    reasons=list(rnd.reasons),
+                    locale=_locale(tag, report, mine),
+                    ttft_s=_ttft(mine),
+                    outcomes=[o.model_dump(mode="json") for o in mine],
+                )
+            )
+        with Session(self.engine) as session:
+            session.execute(
+                delete(ProbeRow).where(
+                    ProbeRow.round_id == report.round_id,  # type: ignore[arg-type]
+                    ProbeRow.model == report.model,  # type: ignore[arg-type]
+                )
+            )
+            session.add_all(rows)
+            session.commit()
+        return len(rows)
+
+    def _frame(self, table: type[_LedgerBase], model: str, since: datetime | None) -> pd.DataFrame:
+        query = select(table).where(table.model == model)  # type: ignore[attr-defined]
+        if since is not None:
+            query = query.where(table.at >= _utc(since))  # type: ignore[attr-defined]
+        query = query.order_by(table.at, table.id)  # type: ignore[attr-defined]
+        frame = pd.read_sql(query, self.engine)
+        for column in ("at", "until"):
+            if column in frame:
+                frame[column] = pd.to_datetime(frame[column], utc=True)
+        return frame
+
+    def decisions_frame(self, model: str, since: datetime | None = None) -> pd.DataFrame:
+        """Decisions of `model` (oldest first) as a DataFrame, `at` and `until` in UTC."""
+        return self._frame(DecisionRow, model, since)
+
+    def probes_frame(self, model: str, since: datetime | None = None) -> pd.DataFrame:
+        """Per-endpoint round rows of `model` (oldest first) as a DataFrame."""
+        return self._frame(ProbeRow, model, since)
+
+    def close(self) -> None:
+        self.engine.dispose()
