@@ -1,0 +1,98 @@
+"""The acceptance pipeline (SPEC R7): one pure function every response passes,
+the primary one included, before it is returned, cached, billed as success or
+handed to a tool.
+
+    1. transport complete and envelope parseable (no in-band error)
+    2. finish reason: `error` / `content_filter` always rejected; `length`
+       rejected when complete output is required; a required reason enforced
+    3. structured output: JSON parse, then JSON Schema of the contract
+    4. tools: only registered names, arguments valid against each tool's schema
+    5. workload semantic validator (routing.semantic)
+    6. app constraints (minimum output length)
+
+The only normalisation is trimming surrounding whitespace of the text; no
+field is ever invented or rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from routing.classify import Rejection
+from routing.contracts import Contract
+from routing.response import Completion
+from routing.schemas import SchemaRegistry
+from routing.semantic import VALIDATORS
+
+
+@dataclass(frozen=True)
+class Accepted:
+    content: str  # trimmed
+    parsed: Any = None  # the structured object, when the contract asks for one
+    tool_arguments: list[dict[str, Any]] = field(default_factory=list)
+
+
+def accept(
+    completion: Completion, contract: Contract, schemas: SchemaRegistry
+) -> Accepted | Rejection:
+    """Run the pipeline; the first failing step decides the rejection."""
+    if not completion.done:
+        return Rejection("transport_incomplete", "stream ended without [DONE]")
+    if completion.error is not None:
+        return Rejection("in_band_error", completion.error.error_type or str(completion.error.code))
+    finish = completion.finish_reason
+    if finish in ("error", "content_filter"):
+        return Rejection(f"finish_{finish}")
+    if finish == "length" and contract.constraints.complete_output_required:
+        return Rejection("finish_length", "truncated output where complete output is required")
+    required = contract.constraints.required_finish_reason
+    if required and finish != required and not (required == "stop" and finish == "tool_calls"):
+        return Rejection("finish_reason_mismatch", f"{finish!r} != {required!r}")
+    content = completion.content.strip()
+
+    parsed: Any = None
+    so = contract.structured_output
+    if so.required and so.schema_id:
+        try:
+            parsed = json.loads(content)
+        except json.JSONDecodeError as exc:
+            return Rejection("malformed_json", f"{exc.msg} at {exc.pos}")
+        errors = sorted(
+            schemas.validator(so.schema_id).iter_errors(parsed), key=lambda e: list(e.path)
+        )
+        if errors:
+            err = errors[0]
+            where = "/".join(str(p) for p in err.absolute_path) or "(root)"
+            reason = "missing_field" if err.validator == "required" else "schema_invalid"
+            return Rejection(reason, f"{where}: {err.message[:200]}")
+
+    tool_args: list[dict[str, Any]] = []
+    if contract.requires_tools and not completion.tool_calls:
+        return Rejection("no_tool_call", "the contract requires a tool call")
+    for call in completion.tool_calls:
+        spec = contract.tool(call.name)
+        if spec is None:
+            return Rejection("unknown_tool", call.name[:64])
+        try:
+            args = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return Rejection("tool_args_malformed", f"{call.name}: {exc.msg}")
+        errors = list(Draft202012Validator(spec.parameters).iter_errors(args))
+        if errors:
+            return Rejection("tool_args_invalid", f"{call.name}: {errors[0].message[:200]}")
+        tool_args.append(args)
+
+    if contract.semantic is not None and parsed is not None:
+        verdict = VALIDATORS[contract.semantic.validator](parsed, contract.semantic.params)
+        if verdict is not None:
+            return Rejection(*verdict)
+
+    if not completion.tool_calls and len(content) < contract.constraints.min_output_chars:
+        return Rejection(
+            "output_too_short", f"{len(content)} < {contract.constraints.min_output_chars}"
+        )
+    return Accepted(content=content, parsed=parsed, tool_arguments=tool_args)

@@ -1,0 +1,190 @@
+"""One attempt on one route: build the upstream body, call, classify, accept.
+
+The router's loop decides *whether* and *where* to attempt; this module only
+runs one attempt and reports what happened (`AttemptResult`). For streaming
+workloads it buffers the reply start, runs the canary's response-start check
+on it, and hands the still-open call back so tokens can be released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from probes.integrity import check_response_start
+from probes.types import OutcomeStatus
+from routing.acceptance import Accepted, accept
+from routing.classify import Classification, Rejection, classify
+from routing.contracts import Contract
+from routing.deadline import AttemptBudget
+from routing.response import Completion
+from routing.routes import Route
+from routing.schemas import SchemaRegistry
+from routing.upstream import Upstream, UpstreamCall
+
+# what a client may not set: the gateway owns model choice, routing and streaming
+_OWNED_KEYS = {"model", "models", "provider", "stream", "stream_options", "route", "transforms"}
+
+
+def upstream_body(
+    body: dict[str, Any],
+    route: Route,
+    contract: Contract,
+    schemas: SchemaRegistry,
+    ignore: list[str],
+) -> dict[str, Any]:
+    """The request for one route: client body minus owned keys, plus model, provider, schema, tools."""
+    out = {k: v for k, v in body.items() if k not in _OWNED_KEYS}
+    out["model"] = route.model
+    provider = dict(route.provider)
+    merged = sorted(set(provider.get("ignore", [])) | set(ignore))
+    if merged:
+        provider["ignore"] = merged
+    if contract.structured_output.required or contract.requires_tools:
+        provider.setdefault("require_parameters", True)
+    if provider:
+        out["provider"] = provider
+    so = contract.structured_output
+    if so.required and so.schema_id:
+        out["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": so.schema_id,
+                "strict": so.strict,
+                "schema": schemas[so.schema_id],
+            },
+        }
+    if contract.tools and "tools" not in out:
+        out["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                },
+            }
+            for t in contract.tools
+        ]
+    return out
+
+
+@dataclass
+class AttemptResult:
+    route: Route
+    started: float
+    ended: float = 0.0
+    classification: Classification | None = None  # None = accepted (or start check passed)
+    rejection: Rejection | None = None
+    completion: Completion = field(default_factory=Completion)
+    accepted: Accepted | None = None
+    status_code: int | None = None
+    ttft_s: float | None = None
+    output_started: bool = False
+    head: str = ""  # streaming: the buffered start, not yet sent to the client
+    call: UpstreamCall | None = None  # streaming: still open, owned by the caller now
+    rest: AsyncIterator[str] | None = None
+
+
+async def run_attempt(
+    upstream: Upstream,
+    body: dict[str, Any],
+    route: Route,
+    contract: Contract,
+    schemas: SchemaRegistry,
+    budget: AttemptBudget,
+    *,
+    stream_release: bool,
+    clock: Callable[[], float] = time.monotonic,
+) -> AttemptResult:
+    """Run one attempt within `budget`; never raises for upstream failures (they are classified)."""
+    res = AttemptResult(route=route, started=clock())
+    call = upstream.call(body, budget)
+    handed_over = False
+    try:
+        async with asyncio.timeout(budget.total_s):
+            err = await call.start()
+            res.status_code = call.status_code
+            if err is not None:
+                res.classification = classify(err)
+                return res
+            pieces = call.content()
+            if stream_release:
+                head = ""
+                async for piece in pieces:
+                    if res.ttft_s is None:
+                        res.ttft_s = clock() - res.started
+                    head += piece
+                    if len(head.strip()) >= contract.start_check_chars:
+                        break
+                res.head = head
+                if call.assembler.completion.done or call.assembler.completion.error is not None:
+                    _judge(res, call, contract, schemas)  # the whole reply is here: full acceptance
+                    if res.classification is None:
+                        res.output_started = True
+                    return res
+                if not head.strip():
+                    res.completion = call.assembler.completion
+                    res.output_started = call.output_started
+                    res.rejection = Rejection("transport_incomplete", "stream ended without [DONE]")
+                    res.classification = Classification(
+                        _ambiguous_or_invalid(call),
+                        "stream_cut" if call.output_started else "empty_stream",
+                    )
+                    return res
+                start = check_response_start(head, contract.locale)
+                if start.status is OutcomeStatus.FAIL:
+                    res.rejection = Rejection("stray_start", str(start.evidence.get("kind", "")))
+                    res.classification = classify(res.rejection)
+                    return res
+                res.call, res.rest, handed_over = call, pieces, True
+                res.output_started = True
+                return res
+            async for _ in pieces:
+                if res.ttft_s is None:
+                    res.ttft_s = clock() - res.started
+            _judge(res, call, contract, schemas)
+            return res
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # every failure is classified; an unknown type raises TypeError
+        res.output_started = call.output_started
+        res.classification = classify(exc, output_started=call.output_started)
+        return res
+    finally:
+        res.ended = clock()
+        res.completion = call.assembler.completion
+        res.output_started = res.output_started or call.output_started
+        if not handed_over:
+            await call.aclose()
+
+
+def _ambiguous_or_invalid(call: UpstreamCall) -> Any:
+    from routing.errors import FailureClass
+
+    return FailureClass.AMBIGUOUS if call.output_started else FailureClass.TRANSIENT
+
+
+def _judge(
+    res: AttemptResult, call: UpstreamCall, contract: Contract, schemas: SchemaRegistry
+) -> None:
+    comp = call.assembler.completion
+    res.completion = comp
+    if not comp.done and comp.error is None:
+        # the stream ended without [DONE]: a cut; after output it is ambiguous
+        res.rejection = Rejection("transport_incomplete", "stream ended without [DONE]")
+        res.classification = Classification(_ambiguous_or_invalid(call), "stream_cut")
+        return
+    if comp.error is not None:
+        res.rejection = Rejection("in_band_error", comp.error.error_type or "")
+        res.classification = classify(comp.error)
+        return
+    verdict = accept(comp, contract, schemas)
+    if isinstance(verdict, Rejection):
+        res.rejection = verdict
+        res.classification = classify(verdict)
+    else:
+        res.accepted = verdict

@@ -1,0 +1,180 @@
+"""One pure classifier (SPEC R2): every failure signal maps to exactly one class.
+
+Signals:
+  - an OpenRouter error (`probes.types.ErrorInfo`): an HTTP status with its
+    envelope, or an in-band error chunk after HTTP 200;
+  - an exception raised while talking to the upstream (httpx or asyncio);
+  - an acceptance rejection (`Rejection`) of an HTTP-successful response.
+
+`early=True` marks a failure that could not have produced billable output
+(the connection was never established), the only case the default policy
+retries on the same route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import httpx
+
+from probes.types import ErrorInfo
+from routing.errors import FailureClass
+from routing.upstream import MalformedStream
+
+F = FailureClass
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """An acceptance-pipeline verdict against a response (R7)."""
+
+    reason: str  # short code, e.g. "schema_invalid", "finish_length", "unknown_tool"
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    failure_class: FailureClass
+    reason: str
+    early: bool = False  # nothing billable can have happened
+    retry_after_s: float | None = None
+
+
+# error_type values whose meaning is more specific than their status code
+_ERROR_TYPES: dict[str, FailureClass] = {
+    "context_length_exceeded": F.INCOMPATIBLE,
+    "max_tokens_exceeded": F.INCOMPATIBLE,
+    "payload_too_large": F.INCOMPATIBLE,
+    "unsupported_modality": F.INCOMPATIBLE,
+    "invalid_request": F.PERMANENT,
+    "authentication": F.PERMANENT,
+    "payment_required": F.PERMANENT,
+    "permission_denied": F.PERMANENT,
+    "content_policy_violation": F.PERMANENT,
+    "refusal": F.PERMANENT,
+    "unprocessable": F.PERMANENT,
+    "rate_limit_exceeded": F.CAPACITY,
+    "provider_overloaded": F.CAPACITY,
+    "provider_unavailable": F.CAPACITY,
+    "server": F.CAPACITY,
+    "timeout": F.TRANSIENT,
+}
+
+_STATUSES: dict[int, FailureClass] = {
+    400: F.PERMANENT,
+    401: F.PERMANENT,
+    402: F.PERMANENT,
+    403: F.PERMANENT,
+    404: F.INCOMPATIBLE,  # model unknown here / no allowed provider / modality unsupported
+    408: F.TRANSIENT,
+    413: F.INCOMPATIBLE,
+    422: F.PERMANENT,
+    429: F.CAPACITY,
+    500: F.CAPACITY,
+    502: F.CAPACITY,
+    503: F.CAPACITY,
+    504: F.TRANSIENT,
+}
+
+# httpx exceptions, most specific first; `None` = depends on whether output had started.
+# A test walks every exception class httpx exports and fails if one is not covered.
+_EXCEPTIONS: tuple[tuple[type[BaseException], FailureClass | None, bool], ...] = (
+    (httpx.ConnectTimeout, F.TRANSIENT, True),
+    (httpx.ConnectError, F.TRANSIENT, True),
+    (httpx.PoolTimeout, F.TRANSIENT, True),
+    (httpx.UnsupportedProtocol, F.PERMANENT, True),
+    (httpx.ProxyError, F.TRANSIENT, True),
+    (httpx.LocalProtocolError, F.PERMANENT, True),
+    (httpx.WriteTimeout, F.TRANSIENT, False),
+    (httpx.WriteError, F.TRANSIENT, False),
+    (httpx.ReadTimeout, None, False),
+    (httpx.ReadError, None, False),
+    (httpx.RemoteProtocolError, None, False),
+    (httpx.CloseError, None, False),
+    (httpx.TimeoutException, None, False),
+    (httpx.NetworkError, None, False),
+    (httpx.ProtocolError, None, False),
+    (httpx.TransportError, None, False),
+    (httpx.DecodingError, F.INVALID_RESPONSE, False),
+    (httpx.TooManyRedirects, F.PERMANENT, False),
+    (httpx.RequestError, F.TRANSIENT, False),
+    (httpx.HTTPStatusError, F.PERMANENT, False),  # re-classified by status below
+    (httpx.InvalidURL, F.PERMANENT, True),
+    (httpx.CookieConflict, F.PERMANENT, True),
+    (
+        httpx.StreamError,
+        F.PERMANENT,
+        False,
+    ),  # StreamConsumed/Closed, Request/ResponseNotRead: our bug
+    (httpx.HTTPError, F.TRANSIENT, False),
+    (MalformedStream, F.INVALID_RESPONSE, False),
+    (TimeoutError, None, False),  # asyncio.timeout() cut the attempt to the budget
+    (asyncio.IncompleteReadError, None, False),
+    (ConnectionError, None, False),
+)
+
+
+def classify_error(info: ErrorInfo) -> Classification:
+    """An error envelope (HTTP status or in-band chunk) -> its class."""
+    etype = (info.error_type or "").lower() or None
+    code = info.code
+    reason = etype or (f"http_{code}" if code is not None else "error")
+    if etype in _ERROR_TYPES:
+        cls = _ERROR_TYPES[etype]
+    elif code in _STATUSES:
+        cls = _STATUSES[code]
+    elif code is not None and 400 <= code < 500:
+        cls = F.PERMANENT
+    elif code is not None and code >= 500:
+        cls = F.CAPACITY
+    elif info.in_band:
+        cls = F.CAPACITY  # provider died mid-generation without a code
+    else:
+        cls = F.INVALID_RESPONSE
+    if info.in_band and cls in (F.PERMANENT, F.INCOMPATIBLE):
+        # the request was accepted and started generating; the failure is the route's
+        cls = F.INVALID_RESPONSE
+    return Classification(cls, reason, early=False, retry_after_s=info.retry_after_s)
+
+
+def classify_exception(exc: BaseException, *, output_started: bool) -> Classification:
+    """An exception from the upstream call -> its class.
+
+    A read failure before any output byte is transient (the provider never
+    answered); the same failure after output started is ambiguous: the
+    provider may have completed and billed the generation.
+    """
+    if isinstance(exc, httpx.HTTPStatusError):
+        return classify_error(ErrorInfo(code=exc.response.status_code))
+    for exc_type, cls, early in _EXCEPTIONS:
+        if isinstance(exc, exc_type):
+            reason = _reason_name(exc)
+            if cls is None:
+                cls = F.AMBIGUOUS if output_started else F.TRANSIENT
+            return Classification(cls, reason, early=early and not output_started)
+    raise TypeError(f"unclassified failure type {type(exc).__name__}; add it to routing.classify")
+
+
+def classify_rejection(rejection: Rejection) -> Classification:
+    """An acceptance rejection is always an invalid successful response."""
+    return Classification(F.INVALID_RESPONSE, rejection.reason)
+
+
+def classify(
+    signal: ErrorInfo | BaseException | Rejection, *, output_started: bool = False
+) -> Classification:
+    """The one entry point: any failure signal -> exactly one `Classification`."""
+    if isinstance(signal, ErrorInfo):
+        return classify_error(signal)
+    if isinstance(signal, Rejection):
+        return classify_rejection(signal)
+    return classify_exception(signal, output_started=output_started)
+
+
+def _reason_name(exc: BaseException) -> str:
+    name = type(exc).__name__
+    out = [name[0].lower()]
+    for ch in name[1:]:
+        out.append(f"_{ch.lower()}" if ch.isupper() else ch)
+    return "".join(out)

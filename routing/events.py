@@ -1,0 +1,144 @@
+"""Request and attempt events (SPEC R10) in the ledger.
+
+One `RequestEvent` per request and one `AttemptEvent` per model call, in the
+tables `routing_requests` and `routing_attempts` (own SQLModel metadata, so
+other folders' tables on the same URL are neither created nor touched).
+Prompts, outputs and tool arguments appear only as SHA-256 hashes; the API
+key never appears at all.
+
+Writes are buffered: `emit()` is an O(1) append on the request path, and
+`EventLog.aflush()` (run periodically by the gateway, and at shutdown) writes
+the buffer in one transaction on a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import registry
+from sqlmodel import Field, Session, SQLModel, create_engine
+
+
+class _RoutingBase(SQLModel, registry=registry()):
+    pass
+
+
+ROUTING_METADATA = _RoutingBase.metadata
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def sha256_text(value: Any) -> str:
+    """Hash of a prompt/output/arguments (canonical JSON for non-strings)."""
+    if not isinstance(value, str):
+        value = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(value.encode("utf-8")).hexdigest()
+
+
+class AttemptEvent(_RoutingBase, table=True):
+    __tablename__ = "routing_attempts"
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = Field(default_factory=utcnow, index=True)
+    operation_id: str = Field(index=True)
+    attempt_id: str
+    attempt_index: int
+    workload: str
+    route_id: str
+    model: str
+    provider: str | None = None  # who served it (the response's `provider`)
+    failure_class: str | None = None  # None = accepted
+    reason: str | None = None
+    status_code: int | None = None
+    http_success: bool = False  # the upstream said 200 (whatever acceptance then said)
+    latency_ms: float = 0.0
+    ttft_ms: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    fallback_reason: str | None = None  # why this attempt is not the first choice
+    validation: str | None = None  # "accepted" | rejection reason | None (no response)
+    circuit_state: str = "closed"
+    hedged: bool = False
+    cancelled: bool = False
+    waited_s: float = 0.0  # backoff / Retry-After slept before this attempt
+
+
+class RequestEvent(_RoutingBase, table=True):
+    __tablename__ = "routing_requests"
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = Field(default_factory=utcnow, index=True)
+    operation_id: str = Field(index=True)
+    workload: str
+    contract_version: int
+    outcome: str  # "accepted" or a failure class
+    reason: str | None = None
+    final_route: str | None = None
+    final_provider: str | None = None
+    attempts: int = 0
+    fallbacks: int = 0
+    latency_ms: float = 0.0
+    cost_usd: float = 0.0  # every attempt, hedged losers included
+    prompt_sha256: str = ""
+    output_sha256: str | None = None
+    stream: bool = False
+
+
+class EventLog:
+    """Buffered writer of routing events to a SQLAlchemy URL."""
+
+    def __init__(self, url: str) -> None:
+        u = make_url(url)
+        if u.drivername.startswith("sqlite") and u.database and u.database != ":memory:":
+            Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        kwargs: dict[str, Any] = {}
+        if u.drivername.startswith("sqlite"):
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        self.engine: Engine = create_engine(url, **kwargs)
+        ROUTING_METADATA.create_all(self.engine)
+        self._buffer: list[_RoutingBase] = []
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"EventLog({self.engine.url.render_as_string(hide_password=True)!r})"
+
+    def emit(self, event: _RoutingBase) -> None:
+        self._buffer.append(event)
+
+    def flush(self) -> int:
+        with self._lock:
+            batch, self._buffer = self._buffer, []
+            if not batch:
+                return 0
+            with Session(self.engine) as session:
+                session.add_all(batch)
+                session.commit()
+            return len(batch)
+
+    async def aflush(self) -> int:
+        return await asyncio.to_thread(self.flush)
+
+    async def run_flusher(self, every_s: float = 0.5) -> None:
+        """Flush forever (a gateway background task); cancelled at shutdown."""
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self.aflush()
+            except Exception:  # pragma: no cover - keep serving; the next flush retries
+                import logging
+
+                logging.getLogger(__name__).exception("flushing routing events failed")
+
+    def close(self) -> None:
+        self.flush()
+        self.engine.dispose()

@@ -1,0 +1,100 @@
+"""Where the router learns the quarantine's `provider.ignore` (SPEC R6, Q7).
+
+    IgnoreSource = Callable[[model, now], Awaitable[list[tag]]]
+
+`CachedIgnoreSource` wraps any source with a small TTL cache so a request
+adds ~0 ms: a fresh entry is returned at once; a stale one is returned at
+once too while one background refresh runs (stale-while-revalidate), so a
+runtime exclusion reaches the router within about `ttl_s` plus one refresh.
+A failing source keeps the last known list (exclusions are never dropped
+because the quarantine store blinked); the error is logged.
+
+`quarantine_source()` is the production default: the three merged layers
+(built-in file, runtime Prefect Variable, canary suspensions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+IgnoreSource = Callable[[str, datetime], Awaitable[list[str]]]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Entry:
+    tags: list[str]
+    fetched_at: float
+
+
+class CachedIgnoreSource:
+    def __init__(
+        self,
+        source: IgnoreSource,
+        *,
+        ttl_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._source = source
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._wall = wall
+        self._entries: dict[str, _Entry] = {}
+        self._refreshing: dict[str, asyncio.Task[None]] = {}
+
+    async def _fetch(self, model: str) -> None:
+        try:
+            tags = sorted(set(await self._source(model, self._wall())))
+        except Exception as exc:
+            log.warning(
+                "ignore source failed for %s (%s); keeping the last known list",
+                model,
+                type(exc).__name__,
+            )
+            if model not in self._entries:
+                self._entries[model] = _Entry([], self._clock() - self._ttl_s)
+            return
+        self._entries[model] = _Entry(tags, self._clock())
+
+    async def __call__(self, model: str, now: datetime | None = None) -> list[str]:
+        entry = self._entries.get(model)
+        if entry is None:
+            await self._fetch(model)
+            return list(self._entries[model].tags)
+        if self._clock() - entry.fetched_at > self._ttl_s:
+            task = self._refreshing.get(model)
+            if task is None or task.done():
+                self._refreshing[model] = asyncio.create_task(self._fetch(model))
+        return list(entry.tags)
+
+    async def aclose(self) -> None:
+        for task in self._refreshing.values():
+            task.cancel()
+
+
+def static_source(tags: dict[str, list[str]] | None = None) -> IgnoreSource:
+    """A plain source: fixed tags per model (tests, or a router without a quarantine)."""
+    table = dict(tags or {})
+
+    async def source(model: str, now: datetime) -> list[str]:
+        return list(table.get(model, []))
+
+    return source
+
+
+def quarantine_source() -> IgnoreSource:
+    """The quarantine's merged exclusions: built-in file + runtime Variable + canary suspensions."""
+
+    async def source(model: str, now: datetime) -> list[str]:
+        from quarantine.exclusions import aignore_list, ignore_tags
+
+        return list(ignore_tags(await aignore_list(model, now)))
+
+    return source

@@ -1,0 +1,132 @@
+"""Prometheus metrics of the router (SPEC R11), on their own CollectorRegistry.
+
+Counters (rates are ratios of counters, in PromQL or `snapshot()`):
+
+    canary_router_requests_total{workload,outcome}          outcome: accepted | <failure class>
+    canary_router_attempts_total{workload,route,result}     result: accepted | <failure class>
+    canary_router_fallbacks_total{workload}                 attempts on a route other than the first
+    canary_router_http_success_total{workload,route}        attempts answered HTTP 200 ...
+    canary_router_validation_rejections_total{workload,route,reason}   ... yet rejected by acceptance
+    canary_router_ambiguous_total{workload}
+    canary_router_deadline_exhausted_total{workload}
+    canary_router_cost_usd_total{workload}                  all attempts
+    canary_router_accepted_cost_usd_total{workload}         requests that were accepted
+    canary_router_latency_seconds{workload,route}           histogram by final route
+
+The warning pair of R11: `http_success` rising while `validation_rejections`
+rises too means transport availability is masking contract failures;
+`snapshot()` reports both rates side by side.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from routing.events import AttemptEvent, RequestEvent
+
+
+class RouterMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "canary_router_requests",
+            "Requests by final outcome",
+            ["workload", "outcome"],
+            registry=r,
+        )
+        self.attempts = Counter(
+            "canary_router_attempts",
+            "Attempts by result",
+            ["workload", "route", "result"],
+            registry=r,
+        )
+        self.fallbacks = Counter(
+            "canary_router_fallbacks", "Attempts on a fallback route", ["workload"], registry=r
+        )
+        self.http_success = Counter(
+            "canary_router_http_success",
+            "Attempts answered HTTP 200",
+            ["workload", "route"],
+            registry=r,
+        )
+        self.rejections = Counter(
+            "canary_router_validation_rejections", "HTTP-successful attempts rejected by acceptance",
+            ["workload", "route", "reason"], registry=r,
+        )  # fmt: skip
+        self.ambiguous = Counter(
+            "canary_router_ambiguous", "Ambiguous completions", ["workload"], registry=r
+        )
+        self.deadline = Counter(
+            "canary_router_deadline_exhausted", "Requests out of deadline", ["workload"], registry=r
+        )
+        self.cost = Counter(
+            "canary_router_cost_usd", "Estimated cost of all attempts", ["workload"], registry=r
+        )
+        self.accepted_cost = Counter(
+            "canary_router_accepted_cost_usd", "Cost of accepted requests", ["workload"], registry=r
+        )
+        self.latency = Histogram(
+            "canary_router_latency_seconds", "Request latency by final route", ["workload", "route"],
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64), registry=r,
+        )  # fmt: skip
+
+    def observe_attempt(self, ev: AttemptEvent) -> None:
+        result = "accepted" if ev.failure_class is None else ev.failure_class
+        self.attempts.labels(ev.workload, ev.route_id, result).inc()
+        if ev.fallback_reason:
+            self.fallbacks.labels(ev.workload).inc()
+        if ev.http_success:
+            self.http_success.labels(ev.workload, ev.route_id).inc()
+            if ev.validation not in (None, "accepted"):
+                self.rejections.labels(ev.workload, ev.route_id, ev.validation).inc()
+        if ev.failure_class == "ambiguous_completion":
+            self.ambiguous.labels(ev.workload).inc()
+        self.cost.labels(ev.workload).inc(max(0.0, ev.cost_usd))
+
+    def observe_request(self, ev: RequestEvent) -> None:
+        self.requests.labels(ev.workload, ev.outcome).inc()
+        if ev.outcome == "deadline_exhausted":
+            self.deadline.labels(ev.workload).inc()
+        if ev.outcome == "accepted":
+            self.accepted_cost.labels(ev.workload).inc(max(0.0, ev.cost_usd))
+        self.latency.labels(ev.workload, ev.final_route or "none").observe(ev.latency_ms / 1000.0)
+
+    def _sum(self, name: str, **match: str) -> float:
+        total = 0.0
+        for metric in self.registry.collect():
+            for sample in metric.samples:
+                if sample.name != name:
+                    continue
+                if all(sample.labels.get(k) == v for k, v in match.items()):
+                    total += sample.value
+        return total
+
+    def snapshot(self) -> dict[str, float]:
+        """The R11 rates from the counters (0 when there is no traffic yet)."""
+        requests = self._sum("canary_router_requests_total")
+        accepted = self._sum("canary_router_requests_total", outcome="accepted")
+        attempts = self._sum("canary_router_attempts_total")
+        http_ok = self._sum("canary_router_http_success_total")
+
+        def ratio(a: float, b: float) -> float:
+            return a / b if b else 0.0
+
+        return {
+            "requests": requests,
+            "accepted": accepted,
+            "fallback_rate": ratio(self._sum("canary_router_fallbacks_total"), requests),
+            "attempts_per_completed_request": ratio(attempts, accepted),
+            "deadline_exhaustion_rate": ratio(
+                self._sum("canary_router_deadline_exhausted_total"), requests
+            ),
+            "http_success_rate": ratio(http_ok, attempts),
+            "validation_rejection_rate": ratio(
+                self._sum("canary_router_validation_rejections_total"), http_ok
+            ),
+            "ambiguous": self._sum("canary_router_ambiguous_total"),
+            "cost_per_accepted_usd": ratio(self._sum("canary_router_cost_usd_total"), accepted),
+        }
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

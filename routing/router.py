@@ -1,0 +1,420 @@
+"""The router's attempt loop: one retry owner, one attempt budget, one deadline (SPEC R3-R6).
+
+    arrival ─► Deadline(at) ─► filter + rank routes ─► ┌ attempt ─► accepted ─► done
+                                                       │   │ failure: classify
+                                                       │   ├ permanent ─────────────► explicit error
+                                                       │   ├ incompatible ─► only a compatible route
+                                                       │   ├ transient, early ─► same route once, after
+                                                       │   │   full-jitter backoff
+                                                       │   ├ capacity + Retry-After that fits ─► wait,
+                                                       │   │   same route; does not fit ─► fallback
+                                                       │   ├ capacity / transient / invalid ─► fallback
+                                                       │   └ ambiguous ─► workload policy (replay =
+                                                       │       fallback; fail / reconcile = explicit)
+                                                       └ no attempt starts unless the deadline leaves
+                                                         connect + generation + validation allowances
+
+Default budget: `contract.max_attempts` (3 = primary + one fallback + one
+same-route retry for an early connection failure). Nothing below retries.
+`sleep`, `clock` and `rand` are injected: tests pass a recording sleep so
+they never wait for backoff, while deadline tests keep the real clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from routing.acceptance import Accepted
+from routing.attempt import AttemptResult, run_attempt, upstream_body
+from routing.backoff import full_jitter_delay
+from routing.breaker import BreakerBoard, CircuitStatus
+from routing.capability import RouteHealth, estimate_needs, select_routes
+from routing.classify import Classification
+from routing.contracts import Contract
+from routing.deadline import Allowances, AttemptBudget, Deadline
+from routing.errors import (
+    ERROR_FOR_CLASS,
+    AmbiguousCompletionError,
+    CircuitOpenError,
+    DeadlineExhaustedError,
+    FailureClass,
+    NoCompatibleRouteError,
+    PermanentRequestError,
+    RoutingError,
+)
+from routing.events import AttemptEvent, EventLog, RequestEvent, sha256_text
+from routing.exclusions import IgnoreSource
+from routing.metrics import RouterMetrics
+from routing.response import Completion
+from routing.routes import Catalog, Route
+from routing.upstream import Upstream
+
+F = FailureClass
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    backoff_base_s: float = 0.1
+    backoff_cap_s: float = 2.0
+    connect_timeout_s: float = 5.0
+    allowances: Allowances = field(default_factory=Allowances)
+    same_route_retries: int = 1  # only for early connection failures
+
+
+@dataclass
+class RouterResult:
+    operation_id: str
+    route: Route
+    completion: Completion
+    accepted: Accepted | None
+    attempts: list[AttemptEvent]
+    head: str = ""  # streaming: the checked start, not yet sent
+    rest: AsyncIterator[str] | None = None  # streaming: the remaining content pieces
+    finish: Callable[[str | None, str], Awaitable[None]] | None = None  # streaming: record the end
+
+
+@dataclass
+class _Request:
+    operation_id: str
+    contract: Contract
+    body: dict[str, Any]
+    started: float
+    deadline: Deadline
+    stream: bool
+    attempts: list[AttemptEvent] = field(default_factory=list)
+    cost_usd: float = 0.0
+
+
+def new_operation_id() -> str:
+    return f"op-{uuid.uuid4().hex}"
+
+
+class Router:
+    def __init__(
+        self,
+        catalog: Catalog,
+        upstream: Upstream,
+        *,
+        ignore_source: IgnoreSource,
+        breakers: BreakerBoard | None = None,
+        events: EventLog | None = None,
+        metrics: RouterMetrics | None = None,
+        policy: RetryPolicy = RetryPolicy(),
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        self.catalog = catalog
+        self.upstream = upstream
+        self.ignore_source = ignore_source
+        self.breakers = breakers or BreakerBoard()
+        self.events = events
+        self.metrics = metrics or RouterMetrics()
+        self.policy = policy
+        self.clock = clock
+        self.sleep = sleep
+        self.rand = rand
+        self.health: dict[str, RouteHealth] = {}
+
+    # ---- public ---------------------------------------------------------------------------
+
+    async def complete(
+        self, body: dict[str, Any], *, workload: str = "chat", operation_id: str | None = None
+    ) -> RouterResult:
+        """Route a non-streaming request; return an accepted answer or raise a RoutingError."""
+        return await self._run(body, workload, operation_id or new_operation_id(), stream=False)
+
+    async def stream(
+        self, body: dict[str, Any], *, workload: str = "chat", operation_id: str | None = None
+    ) -> RouterResult:
+        """Route a streaming request; the result's `head` passed the start check, `rest` follows."""
+        return await self._run(body, workload, operation_id or new_operation_id(), stream=True)
+
+    # ---- the loop -------------------------------------------------------------------------
+
+    async def _run(
+        self, body: dict[str, Any], workload: str, operation_id: str, *, stream: bool
+    ) -> RouterResult:
+        now = self.clock()
+        try:
+            contract = self.catalog.contract(workload)
+        except KeyError:
+            raise PermanentRequestError(
+                f"unknown workload {workload!r}; known: {sorted(self.catalog.contracts)}",
+                operation_id=operation_id, reason="unknown_workload",
+            ) from None  # fmt: skip
+        if not isinstance(body.get("messages"), list) or not body["messages"]:
+            raise PermanentRequestError(
+                "messages must be a non-empty list",
+                operation_id=operation_id,
+                reason="invalid_request",
+            )
+        req = _Request(
+            operation_id,
+            contract,
+            body,
+            now,
+            Deadline.starting(now, contract.deadline_ms, self.policy.allowances),
+            stream,
+        )
+        try:
+            result = await self._loop(req)
+        except RoutingError as exc:
+            exc.operation_id = operation_id
+            exc.attempts = len(req.attempts)
+            self._finish_request(
+                req, exc.failure_class.value, exc.reason or exc.message[:120], None, None
+            )
+            raise
+        if result.rest is None:
+            self._finish_request(req, "accepted", None, result.route, result.completion)
+        else:
+            result.finish = self._stream_finisher(req, result)
+        return result
+
+    async def _loop(self, req: _Request) -> RouterResult:
+        contract = req.contract
+        needs = estimate_needs(contract, req.body)
+        if needs.input_tokens > contract.max_input_tokens:
+            raise PermanentRequestError(
+                f"estimated input of {needs.input_tokens} tokens exceeds the contract's {contract.max_input_tokens}",
+                reason="input_exceeds_contract",
+            )
+        pool = self.catalog.routes.for_groups(contract.route_groups)
+        excluded: set[str] = set()
+        last: tuple[Classification, AttemptResult] | None = None
+        retry_route: Route | None = None
+        wait_s = 0.0
+        retry_index = 0
+        same_route_left = self.policy.same_route_retries
+        fallback_reason: str | None = None
+        first_route: str | None = None
+
+        while True:
+            if len(req.attempts) >= contract.max_attempts:
+                raise self._exhausted(last, f"attempt budget of {contract.max_attempts} spent")
+            now = self.clock()
+            route = retry_route
+            if route is None:
+                route = self._choose(pool, excluded, contract, needs, req, last, now)
+            retry_route = None
+            if not req.deadline.may_start(now, wait_s=wait_s):
+                raise DeadlineExhaustedError(
+                    f"{req.deadline.remaining(now) * 1000:.0f} ms left"
+                    + (f" (after a {wait_s:.2f} s wait)" if wait_s else "")
+                    + f"; an attempt needs {self.policy.allowances.required_s * 1000:.0f} ms",
+                    reason="no_time_for_attempt",
+                )
+            if wait_s > 0:
+                await self.sleep(wait_s)
+            first_route = first_route or route.id
+            res = await self._attempt(req, route, waited_s=wait_s, fallback_reason=fallback_reason)
+            wait_s = 0.0
+            c = res.classification
+            if c is None:
+                return RouterResult(
+                    req.operation_id,
+                    route,
+                    res.completion,
+                    res.accepted,
+                    req.attempts,
+                    res.head,
+                    res.rest,
+                )
+            last = (c, res)
+            fallback_reason = f"{c.failure_class.value}:{c.reason}"
+            cls = c.failure_class
+            if cls is F.PERMANENT:
+                raise PermanentRequestError(
+                    f"upstream rejected the request: {c.reason}",
+                    status_code=res.status_code,
+                    reason=c.reason,
+                )
+            if cls is F.AMBIGUOUS and contract.ambiguous_policy != "replay":
+                raise AmbiguousCompletionError(
+                    f"the connection to {route.id} was lost after output started; the workload's policy"
+                    f" is {contract.ambiguous_policy!r}, so it is not replayed",
+                    status_code=res.status_code, reason=c.reason,
+                )  # fmt: skip
+            if cls is F.INCOMPATIBLE and c.reason == "context_length_exceeded":
+                needs = replace(needs, min_context=max(needs.min_context, route.context_length))
+            if cls is F.TRANSIENT and c.early and same_route_left > 0:
+                delay = full_jitter_delay(
+                    retry_index,
+                    base_s=self.policy.backoff_base_s,
+                    cap_s=self.policy.backoff_cap_s,
+                    rand=self.rand,
+                )
+                retry_index += 1
+                if req.deadline.may_start(self.clock(), wait_s=delay):
+                    same_route_left -= 1
+                    retry_route, wait_s = route, delay
+                    continue
+            if cls is F.CAPACITY and c.retry_after_s is not None:
+                if req.deadline.may_start(self.clock(), wait_s=c.retry_after_s):
+                    retry_route, wait_s = route, c.retry_after_s
+                    continue
+                fallback_reason = f"retry_after_{c.retry_after_s:g}s_exceeds_deadline"
+            excluded.add(route.id)
+
+    def _choose(
+        self, pool: list[Route], excluded: set[str], contract: Contract, needs: Any, req: _Request,
+        last: tuple[Classification, AttemptResult] | None, now: float,
+    ) -> Route:  # fmt: skip
+        available = [r for r in pool if r.id not in excluded]
+        open_ids = frozenset(
+            r.id for r in available if self.breakers.status(r.id, now) is CircuitStatus.OPEN
+        )
+        sel = select_routes(
+            available, contract, needs, remaining_cost_usd=contract.max_cost_usd - req.cost_usd,
+            suppressed=open_ids, health=self.health,
+        )  # fmt: skip
+        for route in sel.ranked:
+            if self.breakers.admit(route.id, now):
+                return route
+        if last is not None:
+            raise self._exhausted(last, "no further compatible route")
+        if sel.ranked or (
+            open_ids and all(why in ("circuit_open",) for why in sel.dropped.values())
+        ):
+            raise CircuitOpenError(
+                f"every compatible route is suppressed by an open circuit: {sorted(open_ids)}",
+                reason="all_circuits_open",
+            )
+        raise NoCompatibleRouteError(
+            "no route satisfies the contract: "
+            + ", ".join(f"{k}={v}" for k, v in sorted(sel.dropped.items())),
+            reason="no_compatible_route",
+        )
+
+    def _exhausted(
+        self, last: tuple[Classification, AttemptResult] | None, why: str
+    ) -> RoutingError:
+        if last is None:
+            return NoCompatibleRouteError(why, reason="no_compatible_route")
+        c, res = last
+        cls = ERROR_FOR_CLASS[c.failure_class]
+        return cls(
+            f"{why}; last failure on {res.route.id}: {c.failure_class.value} ({c.reason})",
+            status_code=res.status_code,
+            reason=c.reason,
+        )
+
+    # ---- one attempt + its event ------------------------------------------------------------
+
+    async def _attempt(
+        self, req: _Request, route: Route, *, waited_s: float, fallback_reason: str | None
+    ) -> AttemptResult:
+        now = self.clock()
+        ignore = await self.ignore_source(route.model, None)  # type: ignore[arg-type]
+        body = upstream_body(req.body, route, req.contract, self.catalog.schemas, ignore)
+        b = req.deadline.attempt_budget(now)
+        budget = AttemptBudget(
+            connect_s=min(self.policy.connect_timeout_s, b.total_s), total_s=b.total_s
+        )
+        circuit = self.breakers.status(route.id, now)
+        res = await run_attempt(
+            self.upstream,
+            body,
+            route,
+            req.contract,
+            self.catalog.schemas,
+            budget,
+            stream_release=req.stream,
+            clock=self.clock,
+        )
+        c = res.classification
+        self.breakers.record(route.id, None if c is None else c.failure_class, self.clock())
+        self._update_health(route.id, ok=c is None, latency_s=res.ended - res.started)
+        self._record_attempt(
+            req, res, waited_s=waited_s, fallback_reason=fallback_reason, circuit=circuit.value
+        )
+        return res
+
+    def _update_health(self, route_id: str, *, ok: bool, latency_s: float) -> None:
+        h = self.health.get(route_id, RouteHealth())
+        lat = (
+            latency_s * 1000
+            if h.latency_ms is None
+            else 0.8 * h.latency_ms + 0.2 * latency_s * 1000
+        )
+        self.health[route_id] = RouteHealth(
+            success_rate=0.8 * h.success_rate + 0.2 * (1.0 if ok else 0.0), latency_ms=lat
+        )
+
+    def _record_attempt(
+        self,
+        req: _Request,
+        res: AttemptResult,
+        *,
+        waited_s: float,
+        fallback_reason: str | None,
+        circuit: str,
+        cancelled: bool = False,
+        hedged: bool = False,
+    ) -> None:
+        comp = res.completion
+        prompt_t, completion_t = comp.tokens()
+        cost = comp.cost_usd
+        if cost is None:
+            if not prompt_t and res.status_code == 200:
+                prompt_t = estimate_needs(req.contract, req.body).input_tokens
+            completion_t = completion_t or len(comp.content) // 4
+            cost = (
+                res.route.estimate_cost(prompt_t, completion_t) if res.status_code == 200 else 0.0
+            )
+        req.cost_usd += cost
+        c = res.classification
+        index = len(req.attempts)
+        ev = AttemptEvent(
+            operation_id=req.operation_id, attempt_id=f"{req.operation_id}.{index}", attempt_index=index,
+            workload=req.contract.workload, route_id=res.route.id, model=res.route.model, provider=comp.provider,
+            failure_class=None if c is None else c.failure_class.value, reason=None if c is None else c.reason,
+            status_code=res.status_code, http_success=res.status_code == 200,
+            latency_ms=(res.ended - res.started) * 1000, ttft_ms=None if res.ttft_s is None else res.ttft_s * 1000,
+            prompt_tokens=prompt_t, completion_tokens=completion_t, cost_usd=cost, fallback_reason=fallback_reason,
+            validation=("accepted" if c is None else res.rejection.reason if res.rejection else None),
+            circuit_state=circuit, hedged=hedged, cancelled=cancelled, waited_s=waited_s,
+        )  # fmt: skip
+        req.attempts.append(ev)
+        self.metrics.observe_attempt(ev)
+        if self.events is not None:
+            self.events.emit(ev)
+
+    def _finish_request(
+        self,
+        req: _Request,
+        outcome: str,
+        reason: str | None,
+        route: Route | None,
+        comp: Completion | None,
+    ) -> None:
+        ev = RequestEvent(
+            operation_id=req.operation_id, workload=req.contract.workload, contract_version=req.contract.version,
+            outcome=outcome, reason=reason, final_route=route.id if route else None,
+            final_provider=comp.provider if comp else None, attempts=len(req.attempts),
+            fallbacks=sum(1 for a in req.attempts if a.fallback_reason and a.route_id != (req.attempts[0].route_id if req.attempts else None)),
+            latency_ms=(self.clock() - req.started) * 1000, cost_usd=req.cost_usd,
+            prompt_sha256=sha256_text(req.body.get("messages")),
+            output_sha256=sha256_text(comp.content) if comp is not None and outcome == "accepted" else None,
+            stream=req.stream,
+        )  # fmt: skip
+        self.metrics.observe_request(ev)
+        if self.events is not None:
+            self.events.emit(ev)
+
+    def _stream_finisher(
+        self, req: _Request, result: RouterResult
+    ) -> Callable[[str | None, str], Awaitable[None]]:
+        async def finish(failure: str | None, reason: str) -> None:
+            self._finish_request(
+                req, failure or "accepted", reason or None, result.route, result.completion
+            )
+
+        return finish
