@@ -115,6 +115,8 @@ class Transcript(BaseModel):
     byte_limit_hit: bool = False
     time_limit_hit: bool = False
     malformed_lines: int = 0  # SSE data lines that were not valid JSON
+    non_utf8_lines: int = 0  # SSE lines that were not valid UTF-8 (decoded with U+FFFD)
+    keepalives: int = 0  # SSE comment lines (keep-alives) seen; never tokens
     generation_id: str | None = None
 
     @property

@@ -1,0 +1,48 @@
+"""Pure judges: transcripts in, `Outcome`s out (no I/O, no clock).
+
+    classify_transport(t)          transport / misrouted outcome, or None if t can be judged
+    judge_latency(t, threshold_s)  C3
+    judge_refusal(t, locale)       C4   (probes/refusal.py)
+    judge_controls(outcomes)       C5   (probes/refusal.py)
+    judge_structured(t, endpoint)  C6   (probes/structured.py)
+
+Transport vs quality rules: probes/transport.py (SPEC Q1, C2).
+"""
+
+from __future__ import annotations
+
+from probes.refusal import ControlVerdict, judge_controls, judge_refusal
+from probes.structured import PROBE_SCHEMA, RESPONSE_FORMAT, judge_structured
+from probes.transport import classify_transport, outcome
+from probes.types import Contract, Outcome, OutcomeStatus, Transcript
+
+__all__ = [
+    "PROBE_SCHEMA",
+    "RESPONSE_FORMAT",
+    "ControlVerdict",
+    "classify_transport",
+    "judge_controls",
+    "judge_latency",
+    "judge_refusal",
+    "judge_structured",
+    "outcome",
+]
+
+
+def judge_latency(t: Transcript, threshold_s: float) -> Outcome:
+    """C3: fail when an established stream produced no text within `threshold_s`."""
+    c = Contract.LATENCY
+    if t.misrouted:
+        return outcome(t, c, OutcomeStatus.MISROUTED, "misrouted", pinned=t.pinned_provider)
+    if t.ttft_s is not None:
+        if t.ttft_s > threshold_s:
+            return outcome(t, c, OutcomeStatus.FAIL, "slow_first_token", threshold_s=threshold_s)
+        return outcome(t, c, OutcomeStatus.PASS, "first_token_in_time", threshold_s=threshold_s)
+    if t.gave_up_waiting and t.http_status == 200:
+        return outcome(
+            t, c, OutcomeStatus.FAIL, "no_first_token", threshold_s=threshold_s, waited_s=t.total_s
+        )
+    transport = classify_transport(t, c)
+    if transport is not None:
+        return transport
+    return outcome(t, c, OutcomeStatus.INCONCLUSIVE, "no_text", threshold_s=threshold_s)

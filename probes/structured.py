@@ -1,0 +1,106 @@
+"""C6 structured-output judge (pure): a small fixed strict schema, parsed and
+validated with jsonschema.
+
+- `unsupported` when the endpoint does not advertise `response_format` /
+  `structured_outputs` (the probe set does not even send the request then);
+- `transport` / `misrouted` from `classify_transport` (a broken connection says
+  nothing about capability);
+- `fail` on a *completed* generation that does not parse (`invalid_json`), does
+  not validate (`schema_violation`, with the JSON path, the failing keyword and
+  the message in the evidence) or was truncated (`truncated`);
+- `inconclusive` when nothing was generated for a reason that is not the
+  provider's output (gave up waiting, a 4xx that is not about capability).
+
+No repair beyond trimming whitespace (SPEC R7).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from probes.transport import classify_transport, outcome
+from probes.types import Contract, Endpoint, Outcome, OutcomeStatus, Transcript
+
+PROBE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 60},
+        "mood": {"type": "string", "enum": ["calm", "happy", "sad", "angry", "afraid", "curious"]},
+        "age": {"type": "integer", "minimum": 1, "maximum": 120},
+    },
+    "required": ["name", "mood", "age"],
+    "additionalProperties": False,
+}
+
+RESPONSE_FORMAT: dict[str, Any] = {
+    "type": "json_schema",
+    "json_schema": {"name": "probe_character", "strict": True, "schema": PROBE_SCHEMA},
+}
+
+Draft202012Validator.check_schema(PROBE_SCHEMA)
+_VALIDATOR = Draft202012Validator(PROBE_SCHEMA)
+
+
+def json_path(path: Any) -> str:
+    """jsonschema's deque path as `$.a[0].b`."""
+    out = "$"
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def validate_object(text: str) -> tuple[str, dict[str, object]] | None:
+    """None when `text` is a valid probe object, else (reason, evidence)."""
+    body = text.strip()
+    try:
+        value = json.loads(body)
+    except ValueError as exc:
+        pos = getattr(exc, "pos", None)
+        return "invalid_json", {"error": str(exc)[:160], "pos": pos, "excerpt": body[:120]}
+    errors = list(_VALIDATOR.iter_errors(value))
+    if not errors:
+        return None
+    worst = best_match(errors)
+    return "schema_violation", {
+        "path": json_path(worst.absolute_path),
+        "validator": str(worst.validator),
+        "message": worst.message[:200],
+        "errors": len(errors),
+        "excerpt": body[:120],
+    }
+
+
+def judge_structured(t: Transcript, endpoint: Endpoint) -> Outcome:
+    """C6 on one structured-output transcript of `endpoint`."""
+    c = Contract.STRUCTURED
+    if not endpoint.supports_structured_output:
+        return Outcome(
+            contract=c,
+            status=OutcomeStatus.UNSUPPORTED,
+            reason="not_advertised",
+            tag=endpoint.tag,
+            locale=t.locale,
+            evidence={"supported_parameters": list(endpoint.supported_parameters)},
+        )
+    transport = classify_transport(t, c)
+    if transport is not None:
+        return transport
+    if t.gave_up_waiting:
+        return outcome(t, c, OutcomeStatus.INCONCLUSIVE, "no_text_within_threshold")
+    if t.http_status != 200:
+        return outcome(t, c, OutcomeStatus.INCONCLUSIVE, f"http_{t.http_status}")
+    if t.error is not None:
+        return outcome(t, c, OutcomeStatus.INCONCLUSIVE, "in_band_error")
+    if (t.finish_reason or "").lower() == "length":
+        return outcome(
+            t, c, OutcomeStatus.FAIL, "truncated", chars=len(t.text), excerpt=t.text[:120]
+        )
+    problem = validate_object(t.text)
+    if problem is None:
+        return outcome(t, c, OutcomeStatus.PASS, "valid")
+    reason, evidence = problem
+    return outcome(t, c, OutcomeStatus.FAIL, reason, **evidence)
