@@ -1,0 +1,273 @@
+"""Response-start, repetition and encoding integrity (SPEC C9, and C7's encoding part).
+
+Pure functions from a reply's text to an `Outcome` (contract START):
+
+    check_response_start(text, locale)  stray punctuation / foreign token fragment before the text
+    check_repetition(text)              repeated n-grams, runs and sentences (a loop)
+    check_encoding(text, locale)        mojibake (ftfy), U+FFFD, control characters, mixed-script words
+    check_reply(text, locale)           the three above for one reply
+    judge_start_share(outcomes)         endpoint verdict over a round: a share, never one reply
+
+Every threshold is a module constant with the reason for its value; none is tuned per text.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+
+from ftfy.badness import is_bad
+
+from probes.locale_spec import LocaleSpec, locale_spec
+from probes.textutil import (
+    MAX_ANALYSED_CHARS,
+    REPLACEMENT,
+    excerpt,
+    prepare,
+    script_of,
+    sentences,
+)
+from probes.types import Contract, Outcome, OutcomeStatus
+
+# ---- response start -------------------------------------------------------------------------
+
+# Characters that never open a clean reply: closers, separators, sentence ends (ASCII, CJK
+# full-width, Arabic). Not here: quotes, `*`/`_`/`#`/`>`/`-` (Markdown), `¿¡`, `(`/`[`, `—`.
+_STRAY_FIRST = set(",;:)]}.!?|\\/=+%^&@、。，；：）」』》】〕〉！？،؛؟·")
+_ELLIPSIS = ("...", "…")
+# `»` opens a quotation in German (»Hallo«); elsewhere it is a closer.
+_STRAY_UNLESS = {"»": frozenset({"de"})}
+# Special-token / markup fragments: <|im_end|>, </s>, <think>, [/INST].
+_TOKEN_START = re.compile(r"<\|?/?[A-Za-z_|]|\[/?INST\]")
+# A quote directly followed by a Markdown marker is stray unless the quoted emphasis closes
+# with the quote right after it ("**Run!**" is fine; "*She smiles.* ... is not).
+_QUOTE_MARKER = re.compile(r"[\"“«„]\s*(?:[*_]|#)")
+_QUOTED_EMPHASIS = re.compile(r"([\"“«„])(\*{1,3}|_{1,3})[^*_\n]+\2[\"”»“]")
+# A run of letters glued to an opening `*` or quote and then text: "ysics*She", "ics\"She".
+_GLUED = re.compile(r"([^\W\d_]{1,24})([*\"“«„「『《])(?=\S)")
+
+
+def _lstrip_invisible(text: str) -> str:
+    i = 0
+    while i < len(text) and (text[i].isspace() or unicodedata.category(text[i]) == "Cf"):
+        i += 1
+    return text[i:]
+
+
+def _start_defect(s: str, spec: LocaleSpec) -> str | None:
+    """The kind of stray start, or None when the opening is clean."""
+    if s.startswith(_ELLIPSIS):
+        return None
+    first = s[0]
+    if _TOKEN_START.match(s):
+        return "token_fragment"
+    if first in _STRAY_UNLESS and spec.code not in _STRAY_UNLESS[first]:
+        return "stray_punctuation"
+    if first in _STRAY_FIRST:
+        return "stray_punctuation"
+    if _QUOTE_MARKER.match(s) and not _QUOTED_EMPHASIS.match(s):
+        return "quote_before_markdown"
+    m = _GLUED.match(s)
+    if m:
+        fragment_scripts = {script_of(ch) for ch in m.group(1)}
+        foreign = not fragment_scripts <= spec.scripts
+        # In ja/zh/th (no spaces) and ko, text glued to a quote or `*` is ordinary writing
+        # (她“嗯”了一声); only a fragment in another script is a token fragment there.
+        if foreign or not (spec.spaceless or spec.code == "ko"):
+            return "glued_fragment"
+    return None
+
+
+def check_response_start(text: str, locale: str) -> Outcome:
+    """Fail (`stray_start`) when the reply opens with stray punctuation or a token fragment."""
+    spec = locale_spec(locale)
+    s = _lstrip_invisible(prepare(text[:200]))
+    if not s:
+        return _out(OutcomeStatus.INCONCLUSIVE, "empty", locale, {})
+    kind = _start_defect(s, spec)
+    ev = {"start": excerpt(s, 40)}
+    if kind:
+        return _out(OutcomeStatus.FAIL, "stray_start", locale, {**ev, "kind": kind})
+    return _out(OutcomeStatus.PASS, "ok", locale, ev)
+
+
+# ---- repetition ------------------------------------------------------------------------------
+
+# Clean role-play replies of 25+ word 4-grams have >= 0.8 distinct 4-grams; a loop repeating a
+# phrase or paragraph drives it towards 0. 0.5 = at least half of the text is repeats.
+MIN_DISTINCT_NGRAM_RATIO = 0.5
+MIN_NGRAMS = 24  # below this, a ratio is noise
+# One n-gram said this many times is a loop even inside otherwise varied text.
+MAX_NGRAM_REPEATS = 6
+WORD_N = 4
+CHAR_N = 8  # for text without spaces (ja/zh/th): ~2-4 words per 8 characters
+# The same token/character back to back this many times ("no no no ..." or "ああああ...").
+MAX_TOKEN_RUN = 10
+MAX_CHAR_RUN = 16
+# One sentence of >= 12 letters said 3 times, or any sentence 5 times, is a loop.
+LONG_SENTENCE_LETTERS = 12
+MAX_LONG_SENTENCE_REPEATS = 2
+MAX_SENTENCE_REPEATS = 4
+
+_TOKEN = re.compile(r"\w+")
+_SPACELESS_CHAR = re.compile(r"[\u0e00-\u0e7f\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]")
+
+
+def _longest_run(items: Sequence[str]) -> int:
+    best = run = 0
+    prev: str | None = None
+    for it in items:
+        run = run + 1 if it == prev else 1
+        prev = it
+        best = max(best, run)
+    return best
+
+
+def check_repetition(text: str) -> Outcome:
+    """Fail (`repetition_loop`) on a repeated-n-gram, repeated-token or repeated-sentence loop."""
+    t = prepare(text)
+    tokens = [w.lower() for w in _TOKEN.findall(t)]
+    spaceless_chars = _SPACELESS_CHAR.findall(t)
+    if len(spaceless_chars) > len(tokens):  # mostly ja/zh/th: judge on characters
+        units, n, max_run = spaceless_chars, CHAR_N, MAX_CHAR_RUN
+    else:
+        units, n, max_run = tokens, WORD_N, MAX_TOKEN_RUN
+    grams = [tuple(units[i : i + n]) for i in range(len(units) - n + 1)]
+    gram_counts = Counter(grams)
+    ratio = round(len(gram_counts) / len(grams), 6) if grams else 1.0
+    top_gram = max(gram_counts.values(), default=0)
+    run = _longest_run(units)
+    norm = [" ".join(_TOKEN.findall(s.lower())) for s in sentences(t, spaceless_thai=False)]
+    counts = Counter(s for s in norm if s)
+    long_rep = max((c for s, c in counts.items() if _letters(s) >= LONG_SENTENCE_LETTERS), default=0)
+    any_rep = max(counts.values(), default=0)
+    ev = {
+        "units": len(units),
+        "distinct_ngram_ratio": ratio,
+        "max_ngram_repeats": top_gram,
+        "longest_run": run,
+        "max_sentence_repeats": any_rep,
+    }
+    looped = (
+        (len(grams) >= MIN_NGRAMS and ratio < MIN_DISTINCT_NGRAM_RATIO)
+        or top_gram >= MAX_NGRAM_REPEATS
+        or run >= max_run
+        or long_rep > MAX_LONG_SENTENCE_REPEATS
+        or any_rep > MAX_SENTENCE_REPEATS
+    )
+    if looped:
+        return _out(OutcomeStatus.FAIL, "repetition_loop", None, ev)
+    if not units:
+        return _out(OutcomeStatus.INCONCLUSIVE, "empty", None, ev)
+    return _out(OutcomeStatus.PASS, "ok", None, ev)
+
+
+def _letters(s: str) -> int:
+    return sum(1 for ch in s if ch.isalpha())
+
+
+# ---- encoding --------------------------------------------------------------------------------
+
+# Any of these is corruption: a model never means U+FFFD, a C1 control or a lone surrogate.
+# ftfy's is_bad flagged ~0.005% of clean sentences and 97-100% of cp1252/latin-1 mojibake.
+# Mixed scripts inside one word (cp1251/GBK decoding of accented Latin) only for Latin targets:
+# it misfires on clean Korean, Thai and Cyrillic.
+_C0_ALLOWED = {"\t", "\n", "\r"}
+# UTF-8 read as cp1251: a lead byte (В-Я, а-ф) followed by what cp1251 makes of a continuation
+# byte 0x80-0xBF that is not itself a common Cyrillic letter ("рџЋ‰" for an emoji, "В«" for «).
+# Latin targets only: in Cyrillic text such pairs can be ordinary spelling.
+_CP1251_PAIR = re.compile(
+    "[\u0412-\u042f\u0430-\u0444]"
+    "[\u0402\u0403\u201a\u0453\u201e\u2026\u2020\u2021\u20ac\u2030\u0409\u2039"
+    "\u040a\u040c\u040b\u040f\u0452\u2018\u2019\u201c\u201d\u2022\u2013\u2014"
+    "\u2122\u0459\u203a\u045a\u045c\u045b\u045f\u00a0\u040e\u045e\u0408\u00a4"
+    "\u00a6\u00a7\u00a9\u00ab\u00ac\u00ad\u00ae\u00b0\u00b1\u00b5\u00b6\u00b7"
+    "\u2116\u00bb\u0458\u0405\u0455]"
+)
+_LETTER_WORD = re.compile(r"[^\W\d_]+")
+
+
+def encoding_signals(text: str, spec: LocaleSpec) -> dict[str, int | bool]:
+    """Counts of corruption signals in the analysed part of a reply."""
+    raw = text[:MAX_ANALYSED_CHARS]
+    surrogates = sum(1 for ch in raw if 0xD800 <= ord(ch) <= 0xDFFF)
+    t = prepare(raw)
+    c0 = sum(1 for ch in t if (ord(ch) < 0x20 and ch not in _C0_ALLOWED) or ord(ch) == 0x7F)
+    c1 = sum(1 for ch in t if 0x80 <= ord(ch) <= 0x9F)
+    mixed = cp1251 = 0
+    if spec.latin:
+        cp1251 = len(_CP1251_PAIR.findall(t))
+        for w in _LETTER_WORD.findall(t):
+            if not w.isascii() and len({script_of(ch) for ch in w}) > 1:
+                mixed += 1
+    return {
+        "replacement_chars": t.count(REPLACEMENT) - surrogates,
+        "lone_surrogates": surrogates,
+        "c0_controls": c0,
+        "c1_controls": c1,
+        "mixed_script_words": mixed,
+        "cp1251_pairs": cp1251,
+        "mojibake": bool(is_bad(t)),
+    }
+
+
+def check_encoding(text: str, locale: str) -> Outcome:
+    """Fail (`encoding_corruption`) on mojibake, U+FFFD, control characters, mixed-script words."""
+    spec = locale_spec(locale)
+    if not text:
+        return _out(OutcomeStatus.INCONCLUSIVE, "empty", locale, {})
+    sig = encoding_signals(text, spec)
+    if any(sig.values()):
+        hit = next(k for k, v in sig.items() if v)
+        return _out(
+            OutcomeStatus.FAIL,
+            "encoding_corruption",
+            locale,
+            {**sig, "signal": hit, "excerpt": excerpt(prepare(text))},
+        )
+    return _out(OutcomeStatus.PASS, "ok", locale, sig)
+
+
+# ---- per reply and per endpoint --------------------------------------------------------------
+
+
+def check_reply(text: str, locale: str) -> list[Outcome]:
+    """Start, repetition and encoding outcomes of one reply (in that order)."""
+    rep = check_repetition(text).model_copy(update={"locale": locale})
+    return [check_response_start(text, locale), rep, check_encoding(text, locale)]
+
+
+# One odd reply never fails a host: at least MIN_REPLIES judged replies and at least MIN_SHARE
+# anomalous. At a 0.3% per-reply false-alarm rate, 3+ of 20 is ~3 in 100,000; the incident that
+# motivated C9 was 19 of 20.
+MIN_REPLIES = 3
+MIN_SHARE = 0.15
+
+
+def judge_start_share(
+    outcomes: Sequence[Outcome], *, min_replies: int = MIN_REPLIES, min_share: float = MIN_SHARE
+) -> Outcome:
+    """Endpoint verdict over a round's reply outcomes: fail on a sustained anomalous share."""
+    judged = [o for o in outcomes if o.status in (OutcomeStatus.PASS, OutcomeStatus.FAIL)]
+    failed = [o for o in judged if o.status is OutcomeStatus.FAIL]
+    share = round(len(failed) / len(judged), 6) if judged else 0.0
+    reasons = Counter(o.reason for o in failed)
+    ev = {
+        "judged": len(judged),
+        "anomalous": len(failed),
+        "share": share,
+        "ignored": len(outcomes) - len(judged),
+        "reasons": dict(sorted(reasons.items())),
+    }
+    if len(judged) < min_replies:
+        return _out(OutcomeStatus.INCONCLUSIVE, "too_few_replies", None, ev)
+    if share >= min_share:
+        top = max(reasons.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        return _out(OutcomeStatus.FAIL, top, None, ev)
+    return _out(OutcomeStatus.PASS, "ok", None, ev)
+
+
+def _out(status: OutcomeStatus, reason: str, locale: str | None, ev: dict[str, object]) -> Outcome:
+    return Outcome(contract=Contract.START, status=status, reason=reason, locale=locale, evidence=ev)
