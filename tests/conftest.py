@@ -9,5 +9,6 @@ os.environ.pop("CANARY_API_KEY", None)
 
 pytest_plugins: list[str] = [
     "tests.fixtures.prefect",
+    "tests.fixtures.fleet",
     # add "tests.fixtures.<topic>" here (one line each)
 ]
