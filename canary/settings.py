@@ -118,6 +118,32 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Bearer keys the gateway accepts from clients (never the upstream key).",
     )
+    routing_contracts_dir: Path | None = Field(
+        default=None,
+        description="Contract directory; default: the shipped examples (routing/contracts).",
+    )
+    routing_connect_allowance_ms: int = Field(
+        default=200, ge=0, description="R4: time an attempt needs to connect."
+    )
+    routing_generation_allowance_ms: int = Field(
+        default=500, ge=0, description="R4: minimum time for a generation."
+    )
+    routing_validation_allowance_ms: int = Field(
+        default=50, ge=0, description="R4: time kept for acceptance checks."
+    )
+    routing_connect_timeout_s: float = Field(default=5.0, gt=0)
+    routing_backoff_base_s: float = Field(default=0.1, ge=0)
+    routing_backoff_cap_s: float = Field(default=2.0, ge=0)
+    routing_breaker_consecutive: int = Field(default=5, ge=1)
+    routing_breaker_error_rate: float = Field(default=0.5, gt=0, le=1)
+    routing_breaker_window_s: float = Field(default=60.0, gt=0)
+    routing_breaker_min_volume: int = Field(default=10, ge=1)
+    routing_breaker_open_s: float = Field(default=30.0, ge=0)
+    routing_breaker_half_open_probes: int = Field(default=1, ge=1)
+    routing_ignore_ttl_s: float = Field(
+        default=2.0, ge=0, description="Cache of the quarantine's provider.ignore."
+    )
+    routing_max_connections: int = Field(default=200, ge=1)
 
     @field_validator(
         "models", "locales", "control_providers", "gateway_keys", "ladder_days", mode="before"

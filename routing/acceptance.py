@@ -9,6 +9,8 @@ handed to a tool.
     4. tools: only registered names, arguments valid against each tool's schema
     5. workload semantic validator (routing.semantic)
     6. app constraints (minimum output length)
+    (+) for streaming workloads (chat) the canary's response-start check, so a
+        non-streamed reply of the same workload meets the same bar
 
 The only normalisation is trimming surrounding whitespace of the text; no
 field is ever invented or rewritten.
@@ -22,6 +24,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from probes.integrity import check_response_start
+from probes.types import OutcomeStatus
 from routing.classify import Rejection
 from routing.contracts import Contract
 from routing.response import Completion
@@ -53,6 +57,10 @@ def accept(
     if required and finish != required and not (required == "stop" and finish == "tool_calls"):
         return Rejection("finish_reason_mismatch", f"{finish!r} != {required!r}")
     content = completion.content.strip()
+    if contract.streaming and content and not completion.tool_calls:
+        start = check_response_start(content, contract.locale)
+        if start.status is OutcomeStatus.FAIL:
+            return Rejection("stray_start", str(start.evidence.get("kind", "")))
 
     parsed: Any = None
     so = contract.structured_output

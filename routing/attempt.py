@@ -43,6 +43,7 @@ def upstream_body(
     merged = sorted(set(provider.get("ignore", [])) | set(ignore))
     if merged:
         provider["ignore"] = merged
+    provider.setdefault("allow_fallbacks", False)  # the router is the only retry owner (R3)
     if contract.structured_output.required or contract.requires_tools:
         provider.setdefault("require_parameters", True)
     if provider:

@@ -53,7 +53,7 @@ from routing.exclusions import IgnoreSource
 from routing.metrics import RouterMetrics
 from routing.response import Completion
 from routing.routes import Catalog, Route
-from routing.upstream import Upstream
+from routing.upstream import Upstream, UpstreamCall
 
 F = FailureClass
 
@@ -77,6 +77,11 @@ class RouterResult:
     head: str = ""  # streaming: the checked start, not yet sent
     rest: AsyncIterator[str] | None = None  # streaming: the remaining content pieces
     finish: Callable[[str | None, str], Awaitable[None]] | None = None  # streaming: record the end
+    call: UpstreamCall | None = None  # streaming: the open upstream call
+
+    async def close(self) -> None:
+        if self.call is not None:
+            await self.call.aclose()
 
 
 @dataclass
@@ -226,6 +231,7 @@ class Router:
                     req.attempts,
                     res.head,
                     res.rest,
+                    call=res.call,
                 )
             last = (c, res)
             fallback_reason = f"{c.failure_class.value}:{c.reason}"

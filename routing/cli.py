@@ -1,0 +1,60 @@
+"""`canary gateway serve`: the OpenAI-compatible gateway in front of CANARY_BASE_URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False)
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host"),
+    port: int = typer.Option(8700, "--port", min=0, max=65535),
+    contracts: Path | None = typer.Option(
+        None, "--contracts", help="Contract directory (default: shipped examples)."
+    ),
+    no_events: bool = typer.Option(
+        False, "--no-events", help="Do not write request/attempt events to the ledger."
+    ),
+    log_level: str = typer.Option("warning", "--log-level"),
+) -> None:
+    """Serve POST /v1/chat/completions, GET /metrics and GET /healthz on HOST:PORT."""
+    import asyncio
+
+    import uvicorn
+
+    from canary.settings import load_settings
+    from routing.errors import ContractError
+    from routing.gateway import build_router, create_app
+
+    settings = load_settings()
+    if not settings.gateway_keys:
+        typer.echo("error: no client keys: set CANARY_GATEWAY_KEYS (comma-separated)", err=True)
+        raise typer.Exit(2)
+    try:
+        router = build_router(settings, contracts_dir=contracts, events=not no_events)
+    except ContractError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    application = create_app(router, keys=list(settings.gateway_keys))
+    config = uvicorn.Config(
+        application, host=host, port=port, log_level=log_level, http="h11", loop="asyncio"
+    )
+    server = uvicorn.Server(config)
+
+    async def run() -> None:
+        task = asyncio.create_task(server.serve())
+        while not server.started and not task.done():
+            await asyncio.sleep(0.02)
+        if server.started:
+            bound = server.servers[0].sockets[0].getsockname()[1]
+            typer.echo(
+                f"gateway serving {len(router.catalog.contracts)} workloads at http://{host}:{bound}/v1"
+                f" -> upstream {router.upstream.base_url}"
+            )
+        await task
+
+    asyncio.run(run())

@@ -1,0 +1,324 @@
+"""The OpenAI-compatible gateway: a thin Starlette shell around `Router`.
+
+    POST /v1/chat/completions   OpenAI chat body, `stream` true or false
+         Authorization: Bearer <one of CANARY_GATEWAY_KEYS>   (never the upstream key)
+         X-Workload: chat | invoice_extraction | classify | tool_agent | ...   (default chat)
+         Idempotency-Key / X-Operation-Id: echoed back as X-Operation-Id (generated if absent)
+         The client's `model`, `provider` and `stream_options` are ignored: the contract
+         of the workload chooses the route.
+    GET  /metrics               Prometheus text (the router's own registry)
+    GET  /healthz               {"status": "ok", "workloads": [...], "routes": [...]}
+
+Errors use OpenAI's shape plus our failure class and the operation id:
+
+    {"error": {"message": "...", "type": "capacity", "code": "capacity", "param": null,
+               "failure_class": "capacity", "reason": "rate_limit_exceeded",
+               "operation_id": "op-…", "attempts": 2}}
+
+A streaming reply is released only after its start passed the response-start
+check; a failure after release ends the stream with an in-band error chunk
+(`finish_reason: "error"`), as OpenRouter does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from routing.errors import FailureClass, PermanentRequestError, RoutingError
+from routing.router import Router, RouterResult, new_operation_id
+
+_OP_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def error_response(exc: RoutingError, operation_id: str, status: int | None = None) -> JSONResponse:
+    cls = exc.failure_class.value
+    body = {
+        "error": {
+            "message": exc.message,
+            "type": cls,
+            "code": cls,
+            "param": None,
+            "failure_class": cls,
+            "reason": exc.reason,
+            "operation_id": operation_id,
+            "attempts": exc.attempts,
+        }
+    }
+    return JSONResponse(
+        body, status_code=status or exc.http_status, headers={"X-Operation-Id": operation_id}
+    )
+
+
+def _message(result: RouterResult) -> dict[str, Any]:
+    comp = result.completion
+    msg: dict[str, Any] = {
+        "role": "assistant",
+        "content": None
+        if comp.tool_calls
+        else (result.accepted.content if result.accepted else comp.content),
+    }
+    if comp.tool_calls:
+        msg["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in comp.tool_calls
+        ]
+    return msg
+
+
+def completion_body(result: RouterResult) -> dict[str, Any]:
+    comp = result.completion
+    return {
+        "id": f"chatcmpl-{result.operation_id}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": result.route.model,
+        "provider": comp.provider,
+        "choices": [
+            {"index": 0, "message": _message(result), "finish_reason": comp.finish_reason or "stop"}
+        ],
+        "usage": comp.usage or {},
+    }
+
+
+def _sse(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+
+
+def _chunk(
+    base: dict[str, Any], delta: dict[str, Any], finish: str | None = None, **extra: Any
+) -> bytes:
+    return _sse(
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+    )
+
+
+async def relay(result: RouterResult, router: Router, deadline_at: float) -> AsyncIterator[bytes]:
+    """SSE for the client: the checked head, then the rest as it arrives."""
+    base = {
+        "id": f"chatcmpl-{result.operation_id}",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": result.route.model,
+    }
+    failure: str | None = None
+    reason = ""
+    if result.rest is None:  # a complete, accepted answer (non-streaming contract, or short reply)
+        msg = _message(result)
+        yield _chunk(base, msg)
+        yield _chunk(base, {}, result.completion.finish_reason or "stop")
+        if result.completion.usage:
+            yield _sse({**base, "choices": [], "usage": result.completion.usage})
+        yield b"data: [DONE]\n\n"
+        if result.finish is not None:
+            await result.finish(None, "")
+        return
+    try:
+        yield _chunk(base, {"role": "assistant", "content": result.head})
+        try:
+            async with asyncio.timeout(max(0.0, deadline_at - router.clock())):
+                async for piece in result.rest:
+                    yield _chunk(base, {"content": piece})
+            comp = result.completion
+            if comp.error is not None:
+                failure, reason = FailureClass.INVALID_RESPONSE.value, "in_band_error"
+            elif not comp.done:
+                failure, reason = FailureClass.AMBIGUOUS.value, "stream_cut"
+            elif comp.finish_reason in ("error", "content_filter"):
+                failure, reason = (
+                    FailureClass.INVALID_RESPONSE.value,
+                    f"finish_{comp.finish_reason}",
+                )
+        except TimeoutError:
+            failure, reason = FailureClass.DEADLINE.value, "deadline_during_stream"
+        except Exception as exc:  # the upstream broke after release: tell the client in-band
+            failure, reason = FailureClass.AMBIGUOUS.value, type(exc).__name__
+        if failure is None:
+            yield _chunk(base, {}, result.completion.finish_reason or "stop")
+            if result.completion.usage:
+                yield _sse({**base, "choices": [], "usage": result.completion.usage})
+            yield b"data: [DONE]\n\n"
+        else:
+            err = {
+                "code": 502,
+                "message": f"upstream failed after the reply started: {reason}",
+                "metadata": {"error_type": failure, "operation_id": result.operation_id},
+            }
+            yield _chunk(base, {"content": ""}, "error", error=err)
+    finally:
+        rest = result.rest
+        if rest is not None and hasattr(rest, "aclose"):
+            with contextlib.suppress(Exception):
+                await rest.aclose()
+        with contextlib.suppress(Exception):
+            await result.close()
+        if result.finish is not None:
+            await result.finish(failure, reason)
+
+
+def create_app(router: Router, *, keys: list[str], flush_every_s: float = 0.5) -> Starlette:
+    """The gateway app. `keys`: the bearer keys clients may use (settings.gateway_keys)."""
+    accepted_keys = [k.encode() for k in keys if k]
+
+    def authorised(request: Request) -> bool:
+        auth = request.headers.get("authorization", "")
+        token = auth[7:].strip().encode() if auth.lower().startswith("bearer ") else b""
+        return bool(token) and any(hmac.compare_digest(token, k) for k in accepted_keys)
+
+    async def chat(request: Request) -> Response:
+        raw_op = request.headers.get("idempotency-key") or request.headers.get("x-operation-id")
+        operation_id = raw_op if raw_op and _OP_ID.match(raw_op) else new_operation_id()
+        if raw_op and not _OP_ID.match(raw_op):
+            return error_response(
+                PermanentRequestError(
+                    "Idempotency-Key / X-Operation-Id must match [A-Za-z0-9._:-]{1,128}",
+                    reason="invalid_operation_id",
+                ),
+                operation_id,
+            )
+        if not authorised(request):
+            return error_response(
+                PermanentRequestError("missing or unknown gateway key", reason="authentication"),
+                operation_id,
+                401,
+            )
+        try:
+            body = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return error_response(
+                PermanentRequestError(f"request body is not JSON: {exc}", reason="invalid_request"),
+                operation_id,
+            )
+        if not isinstance(body, dict):
+            return error_response(
+                PermanentRequestError(
+                    "request body must be a JSON object", reason="invalid_request"
+                ),
+                operation_id,
+            )
+        workload = request.headers.get("x-workload", "chat").strip() or "chat"
+        wants_stream = body.get("stream") is True
+        try:
+            contract = router.catalog.contract(workload)
+        except KeyError:
+            return error_response(
+                PermanentRequestError(
+                    f"unknown workload {workload!r}; known: {sorted(router.catalog.contracts)}",
+                    reason="unknown_workload",
+                ),
+                operation_id,
+            )
+        deadline_at = router.clock() + contract.deadline_ms / 1000.0
+        try:
+            if wants_stream and contract.streaming:
+                result = await router.stream(body, workload=workload, operation_id=operation_id)
+            else:
+                result = await router.complete(body, workload=workload, operation_id=operation_id)
+        except RoutingError as exc:
+            return error_response(exc, operation_id)
+        headers = {
+            "X-Operation-Id": operation_id,
+            "X-Route": result.route.id,
+            "X-Attempts": str(len(result.attempts)),
+        }
+        if wants_stream:
+            return StreamingResponse(
+                relay(result, router, deadline_at),
+                media_type="text/event-stream",
+                headers={**headers, "Cache-Control": "no-cache"},
+            )
+        return JSONResponse(completion_body(result), headers=headers)
+
+    async def metrics(request: Request) -> Response:
+        return Response(router.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "status": "ok",
+                "workloads": sorted(router.catalog.contracts),
+                "routes": [r.id for r in router.catalog.routes.routes],
+            }
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        flusher = (
+            asyncio.create_task(router.events.run_flusher(flush_every_s)) if router.events else None
+        )
+        try:
+            yield
+        finally:
+            if flusher is not None:
+                flusher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await flusher
+                await router.events.aflush()  # type: ignore[union-attr]
+            await router.upstream.aclose()
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/metrics", metrics),
+            Route("/healthz", healthz),
+        ],
+        lifespan=lifespan,
+    )
+
+
+def build_router(
+    settings: Any, *, contracts_dir: Any = None, ignore_source: Any = None, events: bool = True
+) -> Router:
+    """A Router wired from settings: upstream = settings.base_url + api_key, quarantine exclusions."""
+    from routing.breaker import BreakerBoard, BreakerConfig
+    from routing.deadline import Allowances
+    from routing.events import EventLog
+    from routing.exclusions import CachedIgnoreSource, quarantine_source
+    from routing.router import RetryPolicy
+    from routing.routes import load_catalog
+    from routing.upstream import Upstream
+
+    s = settings
+    catalog = load_catalog(contracts_dir or s.routing_contracts_dir)
+    policy = RetryPolicy(
+        backoff_base_s=s.routing_backoff_base_s,
+        backoff_cap_s=s.routing_backoff_cap_s,
+        connect_timeout_s=s.routing_connect_timeout_s,
+        allowances=Allowances(
+            connect_s=s.routing_connect_allowance_ms / 1000,
+            generation_s=s.routing_generation_allowance_ms / 1000,
+            validation_s=s.routing_validation_allowance_ms / 1000,
+        ),
+    )
+    breakers = BreakerBoard(
+        BreakerConfig(
+            consecutive_failures=s.routing_breaker_consecutive,
+            error_rate=s.routing_breaker_error_rate,
+            window_s=s.routing_breaker_window_s,
+            min_volume=s.routing_breaker_min_volume,
+            open_for_s=s.routing_breaker_open_s,
+            half_open_max_probes=s.routing_breaker_half_open_probes,
+        )
+    )
+    return Router(
+        catalog,
+        Upstream(s.base_url, s.api_key, max_connections=s.routing_max_connections),
+        ignore_source=CachedIgnoreSource(
+            ignore_source or quarantine_source(), ttl_s=s.routing_ignore_ttl_s
+        ),
+        breakers=breakers,
+        events=EventLog(s.resolved_ledger_url) if events else None,
+        policy=policy,
+    )
