@@ -8,8 +8,10 @@ validated with jsonschema.
 - `fail` on a *completed* generation that does not parse (`invalid_json`), does
   not validate (`schema_violation`, with the JSON path, the failing keyword and
   the message in the evidence) or was truncated (`truncated`);
-- `inconclusive` when nothing was generated for a reason that is not the
-  provider's output (gave up waiting, a 4xx that is not about capability).
+- `fail` on an empty completion (`empty_completion`);
+- `inconclusive` when the output was filtered or refused (`filtered`, `refused`:
+  the refusal contract owns that evidence) or nothing was generated for a reason
+  that is not the provider's output (gave up waiting, a 4xx not about capability).
 
 No repair beyond trimming whitespace (SPEC R7).
 """
@@ -22,6 +24,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from probes.refusal import match_refusal
 from probes.transport import classify_transport, outcome
 from probes.types import Contract, Endpoint, Outcome, OutcomeStatus, Transcript
 
@@ -95,7 +98,14 @@ def judge_structured(t: Transcript, endpoint: Endpoint) -> Outcome:
         return outcome(t, c, OutcomeStatus.INCONCLUSIVE, f"http_{t.http_status}")
     if t.error is not None:
         return outcome(t, c, OutcomeStatus.INCONCLUSIVE, "in_band_error")
-    if (t.finish_reason or "").lower() == "length":
+    finish = (t.finish_reason or "").lower()
+    if finish == "content_filter" or "content_filter" in (t.native_finish_reason or "").lower():
+        return outcome(t, c, OutcomeStatus.INCONCLUSIVE, "filtered", excerpt=t.text[:120])
+    if not t.text.strip():
+        return outcome(t, c, OutcomeStatus.FAIL, "empty_completion", finish_reason=t.finish_reason)
+    if match_refusal(t.text, t.locale) is not None:
+        return outcome(t, c, OutcomeStatus.INCONCLUSIVE, "refused", excerpt=t.text[:120])
+    if finish == "length":
         return outcome(
             t, c, OutcomeStatus.FAIL, "truncated", chars=len(t.text), excerpt=t.text[:120]
         )

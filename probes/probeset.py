@@ -1,0 +1,268 @@
+"""One probe set per endpoint and locale, the language confirmation (C8) and its
+majority vote. The I/O is `ProbeClient.probe`; every verdict is a pure judge.
+
+A probe set sends, concurrently, 3 + `start_samples` requests (2 + start_samples
+for an endpoint that does not advertise structured output):
+
+    language    the locale's role-play turn   → LANGUAGE (C7), LATENCY (C3), START (C9)
+    refusal     the fixed role-play continuation → REFUSAL (C4), LATENCY, START
+    structured  the small JSON object           → STRUCTURED (C6) (skipped: unsupported)
+    start × n   a second role-play turn          → LATENCY, START
+
+LATENCY over all text requests: fail when at least half of the judged requests
+had no text within the threshold (one slow request alone is noise). START is
+`judge_start_share` over the replies of the set, each reply anomalous when any of
+its start / repetition / encoding checks fails; the per-reply outcomes are kept in
+`reply_outcomes` so a round can judge the share over all its replies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from probes.client import ProbeClient
+from probes.contracts import (
+    RESPONSE_FORMAT,
+    classify_transport,
+    judge_latency,
+    judge_refusal,
+    judge_structured,
+    outcome,
+)
+from probes.integrity import check_reply, judge_start_share
+from probes.language import check_language
+from probes.prompts import prompt_for
+from probes.types import Contract, Endpoint, Outcome, OutcomeStatus, Transcript
+
+
+class ProbeSetResult(BaseModel):
+    """Everything one probe set produced: transcripts and one outcome per contract."""
+
+    tag: str
+    locale: str
+    transcripts: list[Transcript] = Field(default_factory=list)
+    outcomes: dict[Contract, Outcome] = Field(default_factory=dict)
+    reply_outcomes: list[Outcome] = Field(default_factory=list)  # one per judged reply (C9)
+
+    @property
+    def requests(self) -> int:
+        return len(self.transcripts)
+
+    @property
+    def failures(self) -> list[Outcome]:
+        return [o for o in self.outcomes.values() if o.status is OutcomeStatus.FAIL]
+
+
+def _judgeable_text(t: Transcript) -> bool:
+    return (
+        classify_transport(t) is None
+        and not t.gave_up_waiting
+        and t.http_status == 200
+        and bool(t.text.strip())
+    )
+
+
+def judge_language(t: Transcript, locale: str) -> Outcome:
+    """C7 on one transcript: transport/misrouted first, no text → inconclusive."""
+    transport = classify_transport(t, Contract.LANGUAGE)
+    if transport is not None:
+        return transport
+    if not _judgeable_text(t):
+        reason = "no_text_within_threshold" if t.gave_up_waiting else "no_text"
+        return outcome(t, Contract.LANGUAGE, OutcomeStatus.INCONCLUSIVE, reason)
+    verdict = check_language(t.text, locale)
+    return verdict.model_copy(
+        update={
+            "tag": t.tag,
+            "ttft_s": t.ttft_s,
+            "evidence": {**verdict.evidence, "request_id": t.request_id},
+        }
+    )
+
+
+def reply_outcome(t: Transcript, locale: str) -> Outcome | None:
+    """One reply's C9 outcome (the first failing of start / repetition / encoding), or None."""
+    if not _judgeable_text(t):
+        return None
+    checks = check_reply(t.text, locale)
+    chosen = next((o for o in checks if o.status is OutcomeStatus.FAIL), checks[0])
+    return chosen.model_copy(
+        update={
+            "contract": Contract.START,
+            "tag": t.tag,
+            "locale": locale,
+            "evidence": {**chosen.evidence, "request_id": t.request_id, "head": t.text[:24]},
+        }
+    )
+
+
+def latency_of_set(transcripts: Sequence[Transcript], threshold_s: float) -> Outcome:
+    """C3 over the text requests of a set (pure)."""
+    if not transcripts:
+        raise ValueError("latency_of_set needs at least one transcript")
+    outcomes = [judge_latency(t, threshold_s) for t in transcripts]
+    fails = [o for o in outcomes if o.status is OutcomeStatus.FAIL]
+    passes = [o for o in outcomes if o.status is OutcomeStatus.PASS]
+    ttfts = [round(t.ttft_s, 4) for t in transcripts if t.ttft_s is not None]
+    base = fails[0] if fails else passes[0] if passes else outcomes[0]
+    evidence = {
+        **base.evidence,
+        "ttfts_s": ttfts,
+        "failed": len(fails),
+        "judged": len(fails) + len(passes),
+    }
+    if fails and len(fails) >= len(passes):
+        return base.model_copy(update={"evidence": evidence})
+    if passes:
+        slowest = max(ttfts) if ttfts else None
+        return passes[0].model_copy(update={"evidence": evidence, "ttft_s": slowest})
+    misrouted = [o for o in outcomes if o.status is OutcomeStatus.MISROUTED]
+    chosen = misrouted[0] if misrouted else base
+    return chosen.model_copy(update={"evidence": evidence})
+
+
+async def run_probe_set(
+    client: ProbeClient,
+    endpoint: Endpoint,
+    locale: str,
+    *,
+    start_samples: int = 2,
+    ttft_threshold_s: float | None = None,
+    max_tokens: int = 300,
+) -> ProbeSetResult:
+    """Probe one endpoint in one locale; returns transcripts and outcomes per contract."""
+    threshold = ttft_threshold_s if ttft_threshold_s is not None else client.ttft_threshold_s
+    structured = endpoint.supports_structured_output
+    jobs = [
+        client.probe(
+            endpoint,
+            Contract.LANGUAGE,
+            prompt_for(Contract.LANGUAGE, locale),
+            locale=locale,
+            max_tokens=max_tokens,
+        ),
+        client.probe(
+            endpoint,
+            Contract.REFUSAL,
+            prompt_for(Contract.REFUSAL, locale),
+            locale=locale,
+            max_tokens=max_tokens,
+        ),
+        *(
+            client.probe(
+                endpoint,
+                Contract.START,
+                prompt_for(Contract.START, locale),
+                locale=locale,
+                max_tokens=max_tokens,
+            )
+            for _ in range(start_samples)
+        ),
+    ]
+    if structured:
+        jobs.append(
+            client.probe(
+                endpoint,
+                Contract.STRUCTURED,
+                prompt_for(Contract.STRUCTURED, locale),
+                locale=locale,
+                response_format=RESPONSE_FORMAT,
+                max_tokens=max_tokens,
+            )
+        )
+    transcripts = list(await asyncio.gather(*jobs))
+    lang_t, refusal_t = transcripts[0], transcripts[1]
+    text_ts = [t for t in transcripts if t.contract is not Contract.STRUCTURED]
+    replies = [o for o in (reply_outcome(t, locale) for t in text_ts) if o is not None]
+    start = judge_start_share(replies).model_copy(update={"tag": endpoint.tag, "locale": locale})
+    if not replies and any(classify_transport(t) is not None for t in text_ts):
+        first = next(classify_transport(t) for t in text_ts if classify_transport(t) is not None)
+        assert first is not None
+        start = first.model_copy(update={"contract": Contract.START})
+    if structured:
+        structured_outcome = judge_structured(transcripts[-1], endpoint)
+    else:
+        structured_outcome = judge_structured(lang_t, endpoint)  # → unsupported, no request sent
+    outcomes = {
+        Contract.LATENCY: latency_of_set(text_ts, threshold),
+        Contract.LANGUAGE: judge_language(lang_t, locale),
+        Contract.REFUSAL: judge_refusal(refusal_t, locale),
+        Contract.STRUCTURED: structured_outcome,
+        Contract.START: start,
+    }
+    return ProbeSetResult(
+        tag=endpoint.tag,
+        locale=locale,
+        transcripts=transcripts,
+        outcomes=outcomes,
+        reply_outcomes=replies,
+    )
+
+
+async def confirm_language(
+    client: ProbeClient, endpoint: Endpoint, locale: str, attempts: int = 2
+) -> list[Outcome]:
+    """C8: `attempts` more language probes (concurrently), each judged on its own."""
+    if attempts < 1:
+        raise ValueError("attempts must be >= 1")
+    messages = prompt_for(Contract.LANGUAGE, locale)
+    transcripts = await asyncio.gather(
+        *(
+            client.probe(endpoint, Contract.LANGUAGE, messages, locale=locale)
+            for _ in range(attempts)
+        )
+    )
+    return [judge_language(t, locale) for t in transcripts]
+
+
+_VOTES = (OutcomeStatus.PASS, OutcomeStatus.FAIL, OutcomeStatus.INCONCLUSIVE)
+
+
+def majority(outcomes: Sequence[Outcome]) -> Outcome:
+    """C8 majority over the original language outcome and its confirmations (pure).
+
+    Votes are pass / fail / inconclusive outcomes; transport, misrouted and
+    unsupported attempts do not vote. Then:
+    - fail when at least 2 votes fail and fails outnumber passes (2 of 3);
+    - pass when at least 2 votes pass and passes outnumber fails;
+    - inconclusive otherwise, e.g. fail + pass + transport, or fail + 2 transport:
+      a single failing vote never fails a host, and a host whose confirmations
+      were unreachable is neither failed nor cleared (`undecided`);
+    - with no vote at all: transport (or misrouted if any attempt was), so the
+      round freezes the provider's score (Q1) instead of judging it.
+    """
+    if not outcomes:
+        raise ValueError("majority needs at least one outcome")
+    votes = [o for o in outcomes if o.status in _VOTES]
+    fails = [o for o in votes if o.status is OutcomeStatus.FAIL]
+    passes = [o for o in votes if o.status is OutcomeStatus.PASS]
+    evidence: dict[str, object] = {
+        "attempts": len(outcomes),
+        "votes": len(votes),
+        "fails": len(fails),
+        "passes": len(passes),
+        "statuses": [o.status.value for o in outcomes],
+        "reasons": [o.reason for o in outcomes],
+    }
+    first = outcomes[0]
+    common = {"contract": first.contract, "tag": first.tag, "locale": first.locale}
+    if len(fails) >= 2 and len(fails) > len(passes):
+        return Outcome(
+            status=OutcomeStatus.FAIL, reason=fails[0].reason, evidence=evidence, **common
+        )
+    if len(passes) >= 2 and len(passes) > len(fails):
+        return Outcome(
+            status=OutcomeStatus.PASS, reason="majority_pass", evidence=evidence, **common
+        )
+    if votes:
+        return Outcome(
+            status=OutcomeStatus.INCONCLUSIVE, reason="undecided", evidence=evidence, **common
+        )
+    if any(o.status is OutcomeStatus.MISROUTED for o in outcomes):
+        return Outcome(
+            status=OutcomeStatus.MISROUTED, reason="misrouted", evidence=evidence, **common
+        )
+    return Outcome(status=OutcomeStatus.TRANSPORT, reason="no_votes", evidence=evidence, **common)
