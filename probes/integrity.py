@@ -17,6 +17,8 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
 
 from ftfy.badness import is_bad
 
@@ -26,6 +28,7 @@ from probes.textutil import (
     REPLACEMENT,
     excerpt,
     prepare,
+    script_counts,
     script_of,
     sentences,
 )
@@ -176,17 +179,37 @@ def _letters(s: str) -> int:
 # it misfires on clean Korean, Thai and Cyrillic.
 _C0_ALLOWED = {"\t", "\n", "\r"}
 # UTF-8 read as cp1251: a lead byte (В-Я, а-ф) followed by what cp1251 makes of a continuation
-# byte 0x80-0xBF that is not itself a common Cyrillic letter ("рџЋ‰" for an emoji, "В«" for «).
+# byte 0x80-0xBF that is neither a common Cyrillic letter nor punctuation that may follow a
+# word (… — – ’ ” » “ ‘): "рџЋ‰" for an emoji, "В«" for «.
 # Latin targets only: in Cyrillic text such pairs can be ordinary spelling.
 _CP1251_PAIR = re.compile(
     "[\u0412-\u042f\u0430-\u0444]"
-    "[\u0402\u0403\u201a\u0453\u201e\u2026\u2020\u2021\u20ac\u2030\u0409\u2039"
-    "\u040a\u040c\u040b\u040f\u0452\u2018\u2019\u201c\u201d\u2022\u2013\u2014"
+    "[\u0402\u0403\u201a\u0453\u201e\u2020\u2021\u20ac\u2030\u0409\u2039"
+    "\u040a\u040c\u040b\u040f\u0452\u2022"
     "\u2122\u0459\u203a\u045a\u045c\u045b\u045f\u00a0\u040e\u045e\u0408\u00a4"
     "\u00a6\u00a7\u00a9\u00ab\u00ac\u00ad\u00ae\u00b0\u00b1\u00b5\u00b6\u00b7"
-    "\u2116\u00bb\u0458\u0405\u0455]"
+    "\u2116\u0458\u0405\u0455]"
 )
 _LETTER_WORD = re.compile(r"[^\W\d_]+")
+# UTF-8 read as GBK / Shift-JIS turns any text into rare Han characters: at least RARE_HAN_MIN
+# of them and RARE_HAN_SHARE of all Han characters outside the ~4,600 common zh/ja ones
+# (clean Japanese: <= 1 rare character per reply; such mojibake: 66-90% rare).
+RARE_HAN_MIN = 5
+RARE_HAN_SHARE = 0.2
+
+
+@cache
+def _common_han() -> frozenset[str]:
+    path = Path(__file__).parent / "data" / "lang" / "han_common.txt"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return frozenset("".join(x for x in lines if not x.startswith("#")))
+
+
+def _rare_han(t: str) -> int:
+    common = _common_han()
+    han = [ch for ch in t if script_of(ch) == "han"]
+    rare = sum(1 for ch in han if ch not in common)
+    return rare if rare >= RARE_HAN_MIN and rare >= RARE_HAN_SHARE * len(han) else 0
 
 
 def encoding_signals(text: str, spec: LocaleSpec) -> dict[str, int | bool]:
@@ -197,7 +220,10 @@ def encoding_signals(text: str, spec: LocaleSpec) -> dict[str, int | bool]:
     c0 = sum(1 for ch in t if (ord(ch) < 0x20 and ch not in _C0_ALLOWED) or ord(ch) == 0x7F)
     c1 = sum(1 for ch in t if 0x80 <= ord(ch) <= 0x9F)
     mixed = cp1251 = 0
-    if spec.latin:
+    scripts = script_counts(t)
+    # Latin-only signals apply when the text is mostly Latin; a reply mostly in another script
+    # is a language switch (check_language), not mojibake of the target.
+    if spec.latin and scripts["latin"] * 2 > sum(scripts.values()):
         cp1251 = len(_CP1251_PAIR.findall(t))
         for w in _LETTER_WORD.findall(t):
             if not w.isascii() and len({script_of(ch) for ch in w}) > 1:
@@ -209,6 +235,7 @@ def encoding_signals(text: str, spec: LocaleSpec) -> dict[str, int | bool]:
         "c1_controls": c1,
         "mixed_script_words": mixed,
         "cp1251_pairs": cp1251,
+        "rare_han": _rare_han(t),
         "mojibake": bool(is_bad(t)),
     }
 
@@ -239,17 +266,26 @@ def check_reply(text: str, locale: str) -> list[Outcome]:
     return [check_response_start(text, locale), rep, check_encoding(text, locale)]
 
 
-# One odd reply never fails a host: at least MIN_REPLIES judged replies and at least MIN_SHARE
-# anomalous. At a 0.3% per-reply false-alarm rate, 3+ of 20 is ~3 in 100,000; the incident that
+# One odd reply never fails a host: at least MIN_REPLIES judged replies, at least MIN_ANOMALOUS
+# anomalous ones (so a single odd reply in a 3-reply round cannot), and at least MIN_SHARE. At a 0.3% per-reply false-alarm rate, 3+ of 20 is ~3 in 100,000; the incident that
 # motivated C9 was 19 of 20.
 MIN_REPLIES = 3
 MIN_SHARE = 0.15
+MIN_ANOMALOUS = 2
 
 
 def judge_start_share(
-    outcomes: Sequence[Outcome], *, min_replies: int = MIN_REPLIES, min_share: float = MIN_SHARE
+    outcomes: Sequence[Outcome],
+    *,
+    min_replies: int = MIN_REPLIES,
+    min_share: float = MIN_SHARE,
+    min_anomalous: int = MIN_ANOMALOUS,
 ) -> Outcome:
-    """Endpoint verdict over a round's reply outcomes: fail on a sustained anomalous share."""
+    """Endpoint verdict over a round's reply outcomes: fail on a sustained anomalous share.
+
+    Only pass/fail outcomes are judged (inconclusive/transport ones are counted as ignored);
+    fewer than `min_replies` judged -> inconclusive. The failing reason is the most frequent one.
+    """
     judged = [o for o in outcomes if o.status in (OutcomeStatus.PASS, OutcomeStatus.FAIL)]
     failed = [o for o in judged if o.status is OutcomeStatus.FAIL]
     share = round(len(failed) / len(judged), 6) if judged else 0.0
@@ -263,7 +299,7 @@ def judge_start_share(
     }
     if len(judged) < min_replies:
         return _out(OutcomeStatus.INCONCLUSIVE, "too_few_replies", None, ev)
-    if share >= min_share:
+    if share >= min_share and len(failed) >= min_anomalous:
         top = max(reasons.items(), key=lambda kv: (kv[1], kv[0]))[0]
         return _out(OutcomeStatus.FAIL, top, None, ev)
     return _out(OutcomeStatus.PASS, "ok", None, ev)

@@ -69,7 +69,10 @@ def prepare(text: str) -> str:
         t = t[1:]
     # Lone surrogates cannot be encoded as UTF-8 (lingua's Rust side would raise): make them
     # a visible replacement character, which the encoding check then counts as corruption.
-    return t.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if _has_surrogate(t) else t
+    return _SURROGATE.sub(REPLACEMENT, t) if _has_surrogate(t) else t
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _has_surrogate(t: str) -> bool:

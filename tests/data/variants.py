@@ -110,7 +110,8 @@ def repetition_loops(text: str, rng: random.Random) -> list[str]:
     chunk_words = text.split()
     start = rng.randrange(max(1, len(chunk_words) - 6))
     clause = " ".join(chunk_words[start : start + 5]) if spaced else text[:12]
-    token = rng.choice([w for w in chunk_words if w.isalpha()] or [text[:2]])
+    letter_runs = [w[:4] for w in re.findall(r"[^\W\d_]+", text)]  # a word, or 4 CJK letters
+    token = rng.choice(letter_runs or [text[:2]])
     joiner = " " if spaced else ""
     return [
         text + joiner + joiner.join([last] * 6),

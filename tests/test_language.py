@@ -1,0 +1,266 @@
+"""C7 language integrity: check_language on the clean corpus and on variants derived from it."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from probes.language import MIN_LETTERS, check_language, detector
+from probes.locale_spec import LOCALES
+from probes.textutil import letter_count
+from probes.types import Contract, OutcomeStatus
+from tests.data.variants import (
+    SEED,
+    clean_locales,
+    donor_sentences,
+    load_clean,
+    load_file,
+    mix_sentences,
+    mojibake,
+    sprinkle_replacement,
+)
+
+FAIL, PASS, INCONCLUSIVE = OutcomeStatus.FAIL, OutcomeStatus.PASS, OutcomeStatus.INCONCLUSIVE
+ROOT = Path(__file__).resolve().parents[1]
+
+# Whole-reply switches between close pairs (reply in B where the locale asks for A).
+CLOSE_SWITCHES = [
+    ("pt-BR", "es"), ("es", "pt-BR"), ("uk", "ru"), ("ru", "uk"), ("id", "en"), ("it", "es"),
+    ("es", "it"), ("zh-Hans", "ja"), ("ja", "zh-Hans"), ("fr", "it"), ("pt-BR", "it"),
+    ("de", "en"), ("pl", "ru"), ("vi", "id"), ("ko", "ja"), ("en", "id"),
+]  # fmt: skip
+
+
+def _rate(outcomes: list[OutcomeStatus], want: OutcomeStatus = FAIL) -> float:
+    return sum(o is want for o in outcomes) / len(outcomes)
+
+
+def _available(*locales: str) -> None:
+    missing = [loc for loc in locales if loc not in clean_locales()]
+    if missing:
+        pytest.skip(f"clean corpus not written yet for {missing}")
+
+
+def test_c7_corpus_covers_all_17_locales() -> None:
+    """C7: the evaluation corpus has >= 30 clean replies for every supported locale."""
+    assert clean_locales() == sorted(LOCALES)
+    assert all(len(load_clean(loc)) >= 30 for loc in LOCALES)
+
+
+@pytest.mark.parametrize("locale", sorted(LOCALES))
+def test_c7_clean_corpus_has_no_false_failures(locale: str) -> None:
+    """C7: no clean reply of the corpus fails the language check in its own locale."""
+    _available(locale)
+    failures = [
+        (o.reason, o.evidence)
+        for o in (check_language(t, locale) for t in load_clean(locale))
+        if o.status is FAIL
+    ]
+    assert failures == []
+
+
+@pytest.mark.parametrize(("locale", "source"), CLOSE_SWITCHES)
+def test_c7_close_pair_switches_all_caught(locale: str, source: str) -> None:
+    """C7: a whole reply in the close neighbour's language fails as a switch, 100%."""
+    _available(locale, source)
+    texts = [t for t in load_clean(source) if check_language(t, source).status is PASS]
+    outcomes = [check_language(t, locale) for t in texts]
+    missed = [(o.status, o.reason, o.evidence) for o in outcomes if o.status is not FAIL]
+    assert missed == []
+    assert {o.reason for o in outcomes} <= {"language_switch", "language_mixing"}
+
+
+def test_c7_every_locale_pair_switch_caught() -> None:
+    """C7: replies of every locale judged under every other locale all fail (4 per source)."""
+    locs = clean_locales()
+    missed = []
+    for source in locs:
+        texts = [t for t in load_clean(source) if check_language(t, source).status is PASS][:4]
+        for locale in locs:
+            if locale != source:
+                missed += [
+                    (source, locale, t[:40])
+                    for t in texts
+                    if check_language(t, locale).status is not FAIL
+                ]
+    assert missed == []
+
+
+def _pt_mixed(fraction: float, per_text: int = 5) -> list[OutcomeStatus]:
+    rng = random.Random(SEED)
+    donor = donor_sentences(load_clean("es"))
+    return [
+        check_language(mix_sentences(t, donor, fraction, rng), "pt-BR").status
+        for t in load_clean("pt-BR")
+        for _ in range(per_text)
+    ]
+
+
+@pytest.mark.parametrize("fraction", [0.3, 0.5])
+def test_c7_pt_with_spanish_sentences_caught(fraction: float) -> None:
+    """C7: Portuguese with >= 30% of sentences in Spanish fails in >= 95% of replies."""
+    _available("pt-BR", "es")
+    rate = _rate(_pt_mixed(fraction))
+    print(f"pt-BR + {fraction:.0%} es sentences: caught {rate:.3f}")
+    assert rate >= 0.95
+
+
+def test_c7_es_with_portuguese_sentences_caught() -> None:
+    """C7: Spanish with 30% of sentences in Portuguese fails in >= 95% of replies."""
+    _available("pt-BR", "es")
+    rng = random.Random(SEED)
+    donor = donor_sentences(load_clean("pt-BR"))
+    out = [
+        check_language(mix_sentences(t, donor, 0.3, rng), "es").status
+        for t in load_clean("es")
+        for _ in range(5)
+    ]
+    assert _rate(out) >= 0.95
+
+
+def test_c7_portunhol_caught() -> None:
+    """C7: Portuguese sentences with Spanish words inside (portunhol) fail in >= 90%."""
+    texts = load_file("portunhol.json")
+    if not texts:
+        pytest.skip("portunhol.json not written yet")
+    out = [check_language(t, "pt-BR") for t in texts]
+    rate = _rate([o.status for o in out])
+    print(f"portunhol: caught {rate:.3f} of {len(texts)}")
+    assert all(o.status is not PASS or o.reason == "ok" for o in out)
+    assert rate >= 0.9
+
+
+@pytest.mark.parametrize(("codec", "errors"), [("cp1252", "replace"), ("latin-1", "strict")])
+def test_c7_western_mojibake_caught(codec: str, errors: str) -> None:
+    """C7: UTF-8 read as cp1252 / latin-1 fails as encoding corruption in >= 97% of replies."""
+    pairs = [(loc, t, mojibake(t, codec, errors)) for loc in clean_locales() for t in load_clean(loc)]
+    outcomes = [check_language(m, loc) for loc, t, m in pairs if m != t]
+    assert _rate([o.status for o in outcomes]) >= 0.97
+    assert {o.reason for o in outcomes if o.status is FAIL} == {"encoding_corruption"}
+
+
+def test_c7_replacement_characters_caught() -> None:
+    """C7: a reply with U+FFFD where bytes were lost always fails as encoding corruption."""
+    rng = random.Random(SEED)
+    outcomes = [
+        check_language(sprinkle_replacement(t, rng), loc)
+        for loc in clean_locales()
+        for t in load_clean(loc)
+    ]
+    assert {(o.status, o.reason) for o in outcomes} == {(FAIL, "encoding_corruption")}
+
+
+SHORT_OWN = ["Sim.", "ok", "*Ela sorri.*", "Да.", "はい。", "好的", "ใช่", "نعم", "Oui !", "🙂", "..."]
+
+
+def test_c7_short_texts_inconclusive_never_fail() -> None:
+    """C7: very short replies (ours and short.json) are inconclusive, never a failure."""
+    texts = list(SHORT_OWN) + list(load_file("short.json"))
+    for t in texts:
+        for locale in LOCALES:
+            o = check_language(t, locale)
+            assert o.status is not FAIL, (t, locale, o.reason)
+            if letter_count(t) < 15:
+                assert (o.status, o.reason) == (INCONCLUSIVE, "too_short")
+
+
+def test_c7_unknown_locale_is_a_value_error() -> None:
+    """C7: an unsupported locale raises ValueError naming it."""
+    with pytest.raises(ValueError, match="'pt-PT'"):
+        check_language("Olá, tudo bem?", "pt-PT")
+
+
+def test_c7_outcome_shape() -> None:
+    """C7: outcomes carry contract LANGUAGE, the locale, shares and a <= 120-char excerpt."""
+    _available("en")
+    o = check_language(load_clean("en")[0] * 20, "en")
+    assert (o.contract, o.locale, o.status) == (Contract.LANGUAGE, "en", PASS)
+    assert o.evidence["language_shares"] == {"ENGLISH": 1.0}
+    assert len(o.evidence["excerpt"]) <= 120
+
+
+_SUBPROCESS = """
+import json, sys
+from probes.language import check_language
+pairs = json.loads(sys.stdin.read())
+print(json.dumps([check_language(t, loc).model_dump(mode="json") for loc, t in pairs]))
+"""
+
+
+def test_c7_deterministic_across_processes() -> None:
+    """C7: the same texts give identical outcomes (evidence included) in a fresh process."""
+    rng = random.Random(SEED)
+    pairs = [(loc, t) for loc in clean_locales() for t in load_clean(loc)[:3]]
+    if "es" in clean_locales() and "pt-BR" in clean_locales():
+        donor = donor_sentences(load_clean("es"))
+        pairs += [("pt-BR", mix_sentences(t, donor, 0.2, rng)) for t in load_clean("pt-BR")[:6]]
+    here = [check_language(t, loc).model_dump(mode="json") for loc, t in pairs]
+    proc = subprocess.run(
+        [sys.executable, "-c", _SUBPROCESS],
+        input=json.dumps(pairs),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    )
+    assert json.loads(proc.stdout) == here
+
+
+def test_c7_detector_built_once_across_threads() -> None:
+    """C7: concurrent first use builds exactly one detector per process."""
+    seen = []
+    threads = [threading.Thread(target=lambda: seen.append(id(detector()))) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(set(seen)) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "too_short"),
+        ("Olá \ud800 tudo bem? " * 5, "encoding_corruption"),  # lone surrogate
+        ("Ela abriu a porta\x00 e saiu para a chuva sem dizer nada a ninguém.", "encoding_corruption"),
+        ("Ela abriu a porta\x1b[31m e saiu para a chuva sem dizer nada.", "encoding_corruption"),
+    ],
+)
+def test_c7_bad_input_gives_typed_outcome(text: str, reason: str) -> None:
+    """C7: empty text, lone surrogates and control characters give typed outcomes, no crash."""
+    o = check_language(text, "pt-BR")
+    assert o.reason == reason
+    assert o.status is (INCONCLUSIVE if reason == "too_short" else FAIL)
+
+
+def test_c7_bom_prefixed_text_judged_like_plain() -> None:
+    """C7: a leading BOM is dropped; the reply is judged like the same text without it."""
+    _available("pt-BR")
+    t = load_clean("pt-BR")[0]
+    assert check_language("\ufeff" + t, "pt-BR").model_dump() == check_language(t, "pt-BR").model_dump()
+
+
+def test_c7_ten_megabyte_reply_bounded_time() -> None:
+    """C7: a 10 MB reply is judged on its capped prefix in bounded time (generous 10 s)."""
+    _available("en")
+    big = (load_clean("en")[1] + " ") * (10_000_000 // (len(load_clean("en")[1]) + 1))
+    start = time.monotonic()
+    o = check_language(big, "en")
+    assert time.monotonic() - start < 10
+    assert o.status is PASS
+    assert o.evidence["letters"] <= 8_000
+
+
+def test_c7_min_letters_boundary() -> None:
+    """C7: a reply just below the minimum letter count is inconclusive even if foreign."""
+    text = "Hola amigo, qué tal estás hoy"  # < MIN_LETTERS letters, Spanish for a pt locale
+    assert letter_count(text) < MIN_LETTERS
+    assert check_language(text, "pt-BR").status is INCONCLUSIVE
