@@ -1,0 +1,195 @@
+"""Probe sets against the real fleet (seed-incidents, time_scale 0.1): every defective host
+fails the contract of its defect class (C3, C4, C6, C7, C9), the transport-flaky host is only
+ever transport or pass (Q1), healthy hosts never fail over 20 sets in all 17 locales, and the
+language confirmation votes 2 of 3 (C8)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable
+
+import pytest
+
+from probes.client import ProbeClient
+from probes.contracts import judge_controls
+from probes.probeset import ProbeSetResult, confirm_language, majority, run_probe_set
+from probes.prompts import LOCALES
+from probes.types import Contract, Endpoint, OutcomeStatus
+from tests.fixtures.fleet import FleetHandle
+
+MODEL = "meta-llama/llama-3.3-70b-instruct"
+THRESHOLD_S = 1.0  # the 10 s latency threshold at the fleet's time_scale 0.1
+DEFECTIVE = {
+    "startcorrupt/fp8",
+    "mixhost/fp8",
+    "slowpoke/bf16",
+    "policywall/fp8",
+    "schemabreak/fp8",
+    "mojibake/fp8",
+    "flaky/fp8",
+    "filterctl/fp8",
+    "nostruct/bf16",
+}
+S = OutcomeStatus
+
+
+def _client(fleet: FleetHandle) -> ProbeClient:
+    return ProbeClient(
+        fleet.base_url, fleet.key, ttft_threshold_s=THRESHOLD_S, total_timeout_s=20.0
+    )
+
+
+async def _bounded[T](jobs: list[Awaitable[T]], limit: int = 6) -> list[T]:
+    """Run jobs concurrently, at most `limit` at a time (the fleet shares 2 cores)."""
+    sem = asyncio.Semaphore(limit)
+
+    async def one(job: Awaitable[T]) -> T:
+        async with sem:
+            return await job
+
+    return list(await asyncio.gather(*(one(j) for j in jobs)))
+
+
+async def _endpoints(client: ProbeClient) -> dict[str, Endpoint]:
+    return {e.tag: e for e in await client.discover(MODEL)}
+
+
+def _status(result: ProbeSetResult, contract: Contract) -> tuple[OutcomeStatus, str]:
+    o = result.outcomes[contract]
+    return o.status, o.reason
+
+
+async def test_c3_c4_c6_c7_c9_each_defect_fails_its_contract(fleet: FleetHandle) -> None:
+    """Each defective host of seed-incidents fails the contract of its defect class (mixhost in pt-BR)."""
+    async with _client(fleet) as client:
+        eps = await _endpoints(client)
+        tags = ["startcorrupt/fp8", "mixhost/fp8", "slowpoke/bf16", "policywall/fp8", "schemabreak/fp8",
+                "mojibake/fp8", "filterctl/fp8", "nostruct/bf16"]  # fmt: skip
+        locale = {"mixhost/fp8": "pt-BR"}
+        results = await _bounded(
+            [
+                run_probe_set(client, eps[t], locale.get(t, "en"), ttft_threshold_s=THRESHOLD_S)
+                for t in tags
+            ]
+        )
+    by = {r.tag: r for r in results}
+    assert _status(by["startcorrupt/fp8"], Contract.START)[0] is S.FAIL
+    assert by["startcorrupt/fp8"].outcomes[Contract.START].reason == "stray_start"
+    assert _status(by["mixhost/fp8"], Contract.LANGUAGE)[0] is S.FAIL
+    assert _status(by["slowpoke/bf16"], Contract.LATENCY) == (S.FAIL, "no_first_token")
+    assert _status(by["policywall/fp8"], Contract.REFUSAL)[0] is S.FAIL
+    assert _status(by["filterctl/fp8"], Contract.REFUSAL)[0] is S.FAIL
+    schema = by["schemabreak/fp8"].outcomes[Contract.STRUCTURED]
+    assert schema.status is S.FAIL and schema.reason in {"invalid_json", "schema_violation"}, schema
+    if schema.reason == "schema_violation":
+        assert schema.evidence["path"].startswith("$")
+    assert _status(by["mojibake/fp8"], Contract.LANGUAGE) == (S.FAIL, "encoding_corruption")
+    assert _status(by["nostruct/bf16"], Contract.STRUCTURED) == (S.UNSUPPORTED, "not_advertised")
+    assert by["nostruct/bf16"].requests == 4  # no structured request was sent
+    # each defect fails only where it belongs: no other contract fails on the single-defect hosts
+    for tag, own in {"slowpoke/bf16": {Contract.LATENCY}, "schemabreak/fp8": {Contract.STRUCTURED},
+                     "nostruct/bf16": set(), "startcorrupt/fp8": {Contract.START}}.items():  # fmt: skip
+        assert {o.contract for o in by[tag].failures} == own, (tag, by[tag].failures)
+
+
+@pytest.mark.parametrize(
+    "mode", ["refusal", "content_filter_empty", "content_filter_cut", "empty", "moderation_403"]
+)
+async def test_c4_every_policy_mode_fails_refusal(fleet: FleetHandle, mode: str) -> None:
+    """C4: each policy-filter mode (refusal text, content_filter, empty, 403 moderation) fails the refusal probe."""
+    scenario = fleet.scenario()
+    model = next(m for m in scenario["models"] if m["id"] == MODEL)
+    for m in scenario["models"]:
+        for e in m["endpoints"]:
+            e.pop("scripted_ttft_s", None)
+            e.pop("scripted_slow_ttft_s", None)
+    for e in model["endpoints"]:
+        if e["tag"] == "policywall/fp8":
+            e["defects"] = [{"kind": "policy_filter", "rate": 1.0, "modes": [mode]}]
+    fleet.load(scenario, time_scale=0.1, seed=0)
+    async with _client(fleet) as client:
+        eps = await _endpoints(client)
+        results = await _bounded(
+            [
+                run_probe_set(client, eps["policywall/fp8"], loc, start_samples=0)
+                for loc in ("en", "ja", "ar")
+            ]
+        )
+    for r in results:
+        o = r.outcomes[Contract.REFUSAL]
+        assert o.status is S.FAIL, (mode, r.locale, o)
+
+
+async def test_c5_control_host_keeps_refusal_probe_verified(fleet: FleetHandle) -> None:
+    """C5: the known-filtering control fails the refusal probe, so the probe is not weak; a healthy 'control' makes it weak."""
+    async with _client(fleet) as client:
+        eps = await _endpoints(client)
+        ctl, healthy = await _bounded(
+            [
+                run_probe_set(client, eps[t], "de", start_samples=0)
+                for t in ("filterctl/fp8", "groq/fp16")
+            ]
+        )
+    verdict = judge_controls([ctl.outcomes[Contract.REFUSAL]])
+    assert (verdict.weak, verdict.verified) == (False, True)
+    weak = judge_controls([ctl.outcomes[Contract.REFUSAL], healthy.outcomes[Contract.REFUSAL]])
+    assert weak.weak and weak.passed_controls == ("groq/fp16",)
+
+
+async def test_q1_flaky_host_only_transport_or_pass(fleet: FleetHandle) -> None:
+    """Q1: the transport-flaky host (429/5xx/resets/cuts/in-band errors) never yields a quality failure."""
+    async with _client(fleet) as client:
+        eps = await _endpoints(client)
+        results = await _bounded(
+            [run_probe_set(client, eps["flaky/fp8"], LOCALES[i % 17]) for i in range(16)]
+        )
+    statuses = Counter(o.status for r in results for o in r.outcomes.values())
+    reasons = Counter(
+        o.reason for r in results for o in r.outcomes.values() if o.status is S.TRANSPORT
+    )
+    assert set(statuses) <= {S.PASS, S.TRANSPORT, S.INCONCLUSIVE}, statuses
+    assert statuses[S.TRANSPORT] >= 3 and statuses[S.PASS] >= 20, (statuses, reasons)
+    transcripts = [t for r in results for t in r.transcripts]
+    assert any(t.error is not None and t.error.in_band for t in transcripts) or any(
+        t.transport_error in ("stream_cut", "connection_reset") for t in transcripts
+    ), reasons
+    assert sum(1 for r in results for t in r.transcripts) == 16 * 5
+
+
+async def test_c7_healthy_hosts_never_fail_20_sets_all_locales(fleet: FleetHandle) -> None:
+    """C3-C9: every healthy host passes 20 probe sets rotating over all 17 locales with 0 failures.
+
+    The latency threshold here is 3 s (still 100x the scripted 0.03 s TTFT): the fleet's own CPU
+    time is not scaled by time_scale, and on a shared 2-core machine 1,400 streams can queue."""
+    async with ProbeClient(
+        fleet.base_url, fleet.key, ttft_threshold_s=3.0, total_timeout_s=20.0
+    ) as client:
+        eps = await _endpoints(client)
+        healthy = sorted(t for t in eps if t not in DEFECTIVE)
+        assert len(healthy) == 14
+        jobs = [
+            run_probe_set(client, eps[tag], LOCALES[(i + k) % len(LOCALES)])
+            for k, tag in enumerate(healthy)
+            for i in range(20)
+        ]
+        results = await _bounded(jobs, limit=6)
+    failures = [(r.tag, r.locale, o.contract.value, o.reason) for r in results for o in r.failures]
+    assert failures == []
+    assert {r.locale for r in results} == set(LOCALES)
+    statuses = Counter(o.status for r in results for o in r.outcomes.values())
+    assert statuses[S.PASS] >= 0.95 * sum(statuses.values()), statuses
+    assert max(r.requests for r in results) == 5
+
+
+async def test_c8_confirmation_majority(fleet: FleetHandle) -> None:
+    """C8: mixhost's pt-BR failure is confirmed 2 of 3; a healthy host's language passes the vote."""
+    async with _client(fleet) as client:
+        eps = await _endpoints(client)
+        first = await run_probe_set(client, eps["mixhost/fp8"], "pt-BR", start_samples=0)
+        confirmations = await confirm_language(client, eps["mixhost/fp8"], "pt-BR")
+        healthy = await confirm_language(client, eps["deepinfra/fp8"], "pt-BR", attempts=3)
+    assert len(confirmations) == 2
+    vote = majority([first.outcomes[Contract.LANGUAGE], *confirmations])
+    assert vote.status is S.FAIL and vote.evidence["fails"] >= 2
+    assert majority(healthy).status is S.PASS
