@@ -22,6 +22,7 @@ for the gateway's OpenAI-shaped error, and the operation id it belongs to.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 
 class FailureClass(StrEnum):
@@ -72,6 +73,7 @@ class RoutingError(Exception):
         self.status_code = status_code  # upstream status, when there was one
         self.reason = reason  # short machine-readable cause, e.g. "context_length_exceeded"
         self.attempts = attempts
+        self.attempt_events: list[Any] = []  # the router's AttemptEvents, for callers and tests
 
 
 class PermanentRequestError(RoutingError):

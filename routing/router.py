@@ -56,6 +56,7 @@ from routing.routes import Catalog, Route
 from routing.upstream import Upstream, UpstreamCall
 
 F = FailureClass
+HEALTH_HALF_LIFE_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +127,7 @@ class Router:
         self.sleep = sleep
         self.rand = rand
         self.health: dict[str, RouteHealth] = {}
+        self._health_at: dict[str, float] = {}
 
     # ---- public ---------------------------------------------------------------------------
 
@@ -173,6 +175,7 @@ class Router:
         except RoutingError as exc:
             exc.operation_id = operation_id
             exc.attempts = len(req.attempts)
+            exc.attempt_events = list(req.attempts)
             self._finish_request(
                 req, exc.failure_class.value, exc.reason or exc.message[:120], None, None
             )
@@ -279,9 +282,14 @@ class Router:
         )
         sel = select_routes(
             available, contract, needs, remaining_cost_usd=contract.max_cost_usd - req.cost_usd,
-            suppressed=open_ids, health=self.health,
+            suppressed=open_ids, health=self._health_now(now),
         )  # fmt: skip
-        for route in sel.ranked:
+        # a half-open circuit is probed by the next request that can use the route (bounded by
+        # the breaker's probe slots); that request keeps its fallback if the probe fails
+        probing = [
+            r for r in sel.ranked if self.breakers.status(r.id, now) is CircuitStatus.HALF_OPEN
+        ]
+        for route in probing + [r for r in sel.ranked if r not in probing]:
             if self.breakers.admit(route.id, now):
                 return route
         if last is not None:
@@ -337,14 +345,29 @@ class Router:
         )
         c = res.classification
         self.breakers.record(route.id, None if c is None else c.failure_class, self.clock())
-        self._update_health(route.id, ok=c is None, latency_s=res.ended - res.started)
+        if (
+            c is None or c.failure_class.counts_against_route
+        ):  # a client's error says nothing of the route
+            self._update_health(route.id, ok=c is None, latency_s=res.ended - res.started)
         self._record_attempt(
             req, res, waited_s=waited_s, fallback_reason=fallback_reason, circuit=circuit.value
         )
         return res
 
+    def _health_now(self, now: float) -> dict[str, RouteHealth]:
+        """Success EWMA decayed back towards 1.0 (half-life HEALTH_HALF_LIFE_S), so a route
+        that failed a while ago is not ranked down forever."""
+        out = {}
+        for route_id, h in self.health.items():
+            age = max(0.0, now - self._health_at.get(route_id, now))
+            rate = 1.0 - (1.0 - h.success_rate) * 0.5 ** (age / HEALTH_HALF_LIFE_S)
+            out[route_id] = RouteHealth(success_rate=rate, latency_ms=h.latency_ms)
+        return out
+
     def _update_health(self, route_id: str, *, ok: bool, latency_s: float) -> None:
-        h = self.health.get(route_id, RouteHealth())
+        now = self.clock()
+        h = self._health_now(now).get(route_id, RouteHealth())
+        self._health_at[route_id] = now
         lat = (
             latency_s * 1000
             if h.latency_ms is None
