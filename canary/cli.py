@@ -22,6 +22,9 @@ def _register() -> None:
     from fleet.cli import app as fleet_app
 
     app.add_typer(fleet_app, name="fleet", help="The local OpenRouter-compatible provider fleet.")
+    from routing.cli import app as gateway_app
+
+    app.add_typer(gateway_app, name="gateway", help="The OpenAI-compatible routing gateway.")
 
 
 _register()

@@ -10,5 +10,6 @@ os.environ.pop("CANARY_API_KEY", None)
 pytest_plugins: list[str] = [
     "tests.fixtures.prefect",
     "tests.fixtures.fleet",
+    "tests.fixtures.routing",
     # add "tests.fixtures.<topic>" here (one line each)
 ]
