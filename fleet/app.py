@@ -170,7 +170,14 @@ async def _stream(
         if batch:
             yield bytes(batch)
         if i < stop_at:
-            await asyncio.sleep(max(start + i * plan.gap_s - loop.time(), MIN_WRITE_INTERVAL_S))
+            # wake for the next token, but at most every MIN_WRITE_INTERVAL_S (tokens due
+            # meanwhile go out together), and never later than the last token is due
+            now = loop.time()
+            wake = min(
+                max(start + i * plan.gap_s, now + MIN_WRITE_INTERVAL_S),
+                start + (stop_at - 1) * plan.gap_s,
+            )
+            await asyncio.sleep(max(0.0, wake - now))
     if plan.tail == "cut":
         entry["outcome"] = "cut"
         return

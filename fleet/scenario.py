@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -359,6 +360,11 @@ def parse_scenario(data: Any, source: str = "scenario", root: yaml.Node | None =
 def load_scenario(name_or_path: str | Path) -> Scenario:
     """Load a built-in scenario by name, or a YAML/TOML/JSON file by path."""
     path = _resolve(name_or_path)
+    return _load_file(path.resolve(), path.stat().st_mtime_ns).model_copy(deep=True)
+
+
+@lru_cache(maxsize=32)
+def _load_file(path: Path, mtime_ns: int) -> Scenario:
     text = path.read_text(encoding="utf-8")
     root: yaml.Node | None = None
     try:

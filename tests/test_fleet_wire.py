@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from tests.fixtures.fleet import FleetHandle
+from tests.fixtures.fleet import FleetHandle, parse_sse
 
 LLAMA = "meta-llama/llama-3.3-70b-instruct"
 PROMPT = [
@@ -27,7 +27,7 @@ def _pin(tag: str) -> dict[str, Any]:
 
 def _post(fleet: FleetHandle, body: dict[str, Any], key: str | None = None) -> httpx.Response:
     headers = {"Authorization": f"Bearer {key or fleet.key}"}
-    return httpx.post(
+    return fleet.http.post(
         f"{fleet.base_url}/chat/completions", json=body, headers=headers, timeout=30.0
     )
 
@@ -68,7 +68,7 @@ def test_c2_openai_client_non_stream(fleet: FleetHandle) -> None:
 def test_sse_framing_bytes(fleet: FleetHandle) -> None:
     """Raw stream: keep-alive comment first, `data: ` events separated by blank lines, usage then `[DONE]`."""
     body = {"model": LLAMA, "messages": PROMPT, "stream": True, **_pin("fireworks/fp8")}
-    with httpx.stream(
+    with fleet.http.stream(
         "POST",
         f"{fleet.base_url}/chat/completions",
         json=body,
@@ -92,7 +92,7 @@ def test_sse_framing_bytes(fleet: FleetHandle) -> None:
 def test_auth_401_envelope(fleet: FleetHandle, key: str | None, message: str) -> None:
     """Missing or wrong bearer key: 401 with the error envelope; the server keeps serving."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    r = httpx.post(
+    r = fleet.http.post(
         f"{fleet.base_url}/chat/completions",
         json={"model": LLAMA, "messages": PROMPT},
         headers=headers,
@@ -105,3 +105,101 @@ def test_auth_401_envelope(fleet: FleetHandle, key: str | None, message: str) ->
         _post(fleet, {"model": LLAMA, "messages": PROMPT, **_pin("deepinfra/fp8")}).status_code
         == 200
     )
+
+
+def _scenario(*endpoints: dict[str, Any], time_scale: float = 0.01) -> dict[str, Any]:
+    return {
+        "name": "wire-test",
+        "time_scale": time_scale,
+        "models": [{"id": "test/model", "endpoints": list(endpoints)}],
+    }
+
+
+def _ep(tag: str, name: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "tag": tag,
+        "provider_name": name,
+        "timing": {"ttft_s": 0.2, "tokens_per_s": 100},
+        **extra,
+    }
+
+
+def _body(tag: str, stream: bool = True) -> dict[str, Any]:
+    return {"model": "test/model", "messages": PROMPT, "stream": stream, **_pin(tag)}
+
+
+def test_retry_after_on_429_and_503(fleet: FleetHandle) -> None:
+    """429 and 503 pre-token errors carry `Retry-After` and the envelope with `metadata.error_type`."""
+    fleet.load(
+        _scenario(
+            _ep(
+                "a/x",
+                "A",
+                faults=[{"kind": "http_error", "status": 429, "first_n": 1, "retry_after_s": 3}],
+            ),
+            _ep(
+                "b/x",
+                "B",
+                faults=[{"kind": "http_error", "status": 503, "first_n": 1, "retry_after_s": 2}],
+            ),
+        )
+    )
+    r = fleet.chat(_body("a/x"))
+    assert r.status_code == 429 and r.headers["retry-after"] == "3"
+    assert r.json()["error"]["code"] == 429
+    assert r.json()["error"]["metadata"]["error_type"] == "rate_limit_exceeded"
+    r = fleet.chat(_body("b/x"))
+    assert r.status_code == 503 and r.headers["retry-after"] == "2"
+    assert r.json()["error"]["metadata"]["error_type"] == "provider_overloaded"
+    assert fleet.chat(_body("a/x")).status_code == 200, "first_n=1: the second request is served"
+
+
+def test_midstream_error_chunk_bytes(fleet: FleetHandle) -> None:
+    """After tokens, an error arrives in-band: HTTP 200, an error chunk with finish_reason `error`, no `[DONE]`."""
+    fleet.load(
+        _scenario(_ep("a/x", "A", faults=[{"kind": "midstream_error", "first_n": 1, "code": 502}]))
+    )
+    r = fleet.chat(_body("a/x"))
+    assert r.status_code == 200
+    result = parse_sse(r.content)
+    assert result.text and not result.done
+    last = result.payloads[-1]
+    assert last["error"] == {
+        "code": 502,
+        "message": "Provider returned error",
+        "metadata": {"error_type": "provider_unavailable", "provider_name": "A"},
+    }
+    assert last["choices"][0]["finish_reason"] == "error" and last["provider"] == "A"
+    assert r.content.endswith(b"\n\n") and b"[DONE]" not in r.content
+
+
+def test_stream_cut_without_done(fleet: FleetHandle) -> None:
+    """A cut stream ends after some tokens with neither usage nor `[DONE]`."""
+    fleet.load(_scenario(_ep("a/x", "A", faults=[{"kind": "stream_cut", "first_n": 1}])))
+    result = parse_sse(fleet.chat(_body("a/x")).content)
+    assert result.text and not result.done
+    assert all(p["choices"] for p in result.payloads), "no usage chunk"
+    assert fleet.requests()[-1]["outcome"] == "cut"
+
+
+def test_reset_before_headers(fleet: FleetHandle) -> None:
+    """A reset closes the connection before any response byte (a transport error), then the host serves again."""
+    fleet.load(_scenario(_ep("a/x", "A", faults=[{"kind": "reset", "first_n": 1}])))
+    with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
+        fleet.chat(_body("a/x"))
+    assert fleet.chat(_body("a/x")).status_code == 200
+
+
+def test_c3_slow_first_token_sends_keepalives(fleet: FleetHandle) -> None:
+    """A slow host keeps the stream alive with `: OPENROUTER PROCESSING` comments until its first token."""
+    fleet.load(
+        _scenario(
+            _ep("a/x", "A", faults=[{"kind": "slow_first_token", "rate": 1.0, "ttft_s": 12}]),
+            time_scale=0.05,
+        )
+    )
+    raw = fleet.chat(_body("a/x")).content
+    head = raw[: raw.index(b"data: ")]
+    assert head == b": OPENROUTER PROCESSING\n\n" * head.count(b":")
+    assert head.count(b":") >= 10, "about one keep-alive per scaled second over 12 s"
+    assert parse_sse(raw).done
