@@ -7,6 +7,11 @@ import typer
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False)
 
 
+@app.callback()
+def _group() -> None:
+    """The local OpenRouter-compatible provider fleet (a stand-in for OpenRouter)."""
+
+
 @app.command()
 def serve(
     scenario: str = typer.Option(
