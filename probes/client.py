@@ -322,6 +322,10 @@ class ProbeClient:
                 transcript.time_limit_hit = True
         except httpx.TransportError as exc:
             transcript.transport_error = _transport_code(exc)
+        except httpx.DecodingError:
+            transcript.transport_error = "decoding_error"  # a broken content-encoding
+        except httpx.HTTPError:
+            transcript.transport_error = "network_error"
         transcript.total_s = time.perf_counter() - started
         if (
             transcript.transport_error is None
@@ -358,7 +362,7 @@ class ProbeClient:
         t.http_status = response.status_code
         retry = parse_retry_after(response.headers.get("retry-after"), datetime.now(UTC))
         content_type = response.headers.get("content-type", "")
-        if response.status_code != 200 or "text/event-stream" not in content_type:
+        if response.status_code != 200 or "json" in content_type:
             raw = await self._read_bounded(response, ERROR_BODY_MAX_BYTES)
             t.bytes_received = len(raw) if raw is not None else ERROR_BODY_MAX_BYTES
             if raw is None:

@@ -180,6 +180,12 @@ async def misrouted(w: Writer) -> None:
     await _end(w)
 
 
+async def sse_as_text_plain(w: Writer) -> None:
+    await _head(w, 200, "text/plain")
+    await _chunk(w, _delta("*Hi*", finish="stop") + _sse("[DONE]"))
+    await _end(w)
+
+
 async def plain_json(w: Writer) -> None:
     body = {
         "id": "g",
@@ -210,7 +216,7 @@ async def list_huge(w: Writer) -> None:
 
 SCENARIOS: dict[str, Callable[[Writer], Awaitable[None]]] = {f.__name__: f for f in (
     malformed, non_utf8, bom_stream, bom_error, huge, huge_line, huge_error, never_ending, keepalive_forever,
-    no_headers, reset_mid, cut_clean, in_band_502, misrouted, plain_json, list_401, list_malformed, list_503, list_huge,
+    no_headers, reset_mid, cut_clean, in_band_502, misrouted, plain_json, sse_as_text_plain, list_401, list_malformed, list_503, list_huge,
 )}  # fmt: skip
 
 
@@ -365,6 +371,8 @@ async def test_c2_misrouted_and_plain_json() -> None:
     assert t.served_by == "Other" and judge_refusal(t, "en").status is S.MISROUTED
     t, _ = await _probe("plain_json")
     assert (t.text, t.done, t.finish_reason) == ("*Hi* all", True, "stop")
+    t, _ = await _probe("sse_as_text_plain")
+    assert (t.text, t.done) == ("*Hi*", True)
 
 
 @pytest.mark.parametrize(

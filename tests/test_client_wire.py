@@ -273,3 +273,54 @@ def test_c4_refusal_patterns_no_false_positive_on_clean_corpus() -> None:
             if match_refusal(text, locale) is not None:
                 hits.append((locale, text[:60]))
     assert hits == []
+
+
+# ---- client construction ---------------------------------------------------------------------
+
+
+def test_c2_client_from_settings_hides_key() -> None:
+    """C2/secrets: from_settings takes every probe knob; the key never shows in repr."""
+    from canary.settings import Settings
+    from probes.client import ProbeClient
+
+    settings = Settings(
+        _env_file=None,
+        base_url="http://127.0.0.1:9/api/v1/",
+        api_key="sk-hidden-1",
+        ttft_threshold_s=4.0,
+        probe_max_bytes=5000,
+    )  # type: ignore[call-arg]
+    client = ProbeClient.from_settings(settings)
+    assert (client.base_url, client.ttft_threshold_s, client.max_bytes) == (
+        "http://127.0.0.1:9/api/v1",
+        4.0,
+        5000,
+    )
+    assert "sk-hidden-1" not in repr(client) and "api_key=<set>" in repr(client)
+    with pytest.raises(ValueError, match="ttft_threshold_s"):
+        ProbeClient("http://x", None, ttft_threshold_s=0)
+    with pytest.raises(ValueError, match="http"):
+        ProbeClient("ftp://x", None)
+
+
+def test_c2_request_body_pins_exactly() -> None:
+    """C2: the request body pins one endpoint without fallbacks; require_parameters only with response_format."""
+    from probes.client import ProbeClient
+    from probes.contracts import RESPONSE_FORMAT
+    from probes.types import Endpoint
+
+    client = ProbeClient("http://127.0.0.1:9", None)
+    e = Endpoint(model_id="a/m", tag="x/fp8", provider_name="X")
+    plain = client.request_body(e, [{"role": "user", "content": "hi"}])
+    assert (
+        plain["provider"] == {"only": ["x/fp8"], "allow_fallbacks": False}
+        and plain["stream"] is True
+    )
+    assert "temperature" not in plain and "response_format" not in plain
+    rf = client.request_body(e, [], response_format=RESPONSE_FORMAT, temperature=0.2)
+    assert rf["provider"] == {
+        "only": ["x/fp8"],
+        "allow_fallbacks": False,
+        "require_parameters": True,
+    }
+    assert rf["temperature"] == 0.2 and rf["response_format"] == RESPONSE_FORMAT
