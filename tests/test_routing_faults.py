@@ -38,7 +38,13 @@ TOOLS = {"messages": [{"role": "user", "content": "Open a ticket: the printer is
 
 async def test_r5_429_retry_after_honoured_on_first_attempt(fleet: FleetHandle) -> None:
     """A 429 with Retry-After 1 on the primary: the router waits exactly the hint and retries that route (R2, R5)."""
-    fleet.load(routing_scenario(faults={"alpha-a": [{"kind": "http_error", "status": 429, "retry_after_s": 1, "first_n": 1}]}))
+    fleet.load(
+        routing_scenario(
+            faults={
+                "alpha-a": [{"kind": "http_error", "status": 429, "retry_after_s": 1, "first_n": 1}]
+            }
+        )
+    )
     sleep = SleepRecorder()
     router = make_router(fleet.base_url, fleet.key, sleep=sleep)
     result = await router.complete(chat_body(), workload="chat")
@@ -64,12 +70,24 @@ async def test_r5_retry_after_honoured_on_later_attempt(fleet: FleetHandle) -> N
     assert result.route.id == "beta"
     assert sleep.waits == [2.0]
     assert served_tags(fleet.requests()) == ["alpha-a", "beta-a", "beta-a"]
-    assert len(fleet.requests()) == len(result.attempts) == 3  # nothing below the router retried (R3)
+    assert (
+        len(fleet.requests()) == len(result.attempts) == 3
+    )  # nothing below the router retried (R3)
 
 
-async def test_r5_retry_after_beyond_deadline_falls_back_without_sleeping(fleet: FleetHandle) -> None:
+async def test_r5_retry_after_beyond_deadline_falls_back_without_sleeping(
+    fleet: FleetHandle,
+) -> None:
     """A Retry-After longer than the remaining deadline is not slept: the router falls back at once (R4, R5)."""
-    fleet.load(routing_scenario(faults={"alpha-a": [{"kind": "http_error", "status": 503, "retry_after_s": 120, "rate": 1.0}]}))
+    fleet.load(
+        routing_scenario(
+            faults={
+                "alpha-a": [
+                    {"kind": "http_error", "status": 503, "retry_after_s": 120, "rate": 1.0}
+                ]
+            }
+        )
+    )
     sleep = SleepRecorder()
     router = make_router(fleet.base_url, fleet.key, sleep=sleep)
     result = await router.complete(chat_body(), workload="chat")
@@ -81,7 +99,11 @@ async def test_r5_retry_after_beyond_deadline_falls_back_without_sleeping(fleet:
 async def test_r2_502_and_503_fall_back_to_a_compatible_route(fleet: FleetHandle) -> None:
     """Selected 5xx are capacity failures: one fallback to the next compatible route, no same-route retry (R2, R5)."""
     for status in (502, 503):
-        fleet.load(routing_scenario(faults={"alpha-a": [{"kind": "http_error", "status": status, "rate": 1.0}]}))
+        fleet.load(
+            routing_scenario(
+                faults={"alpha-a": [{"kind": "http_error", "status": status, "rate": 1.0}]}
+            )
+        )
         fleet.clear_requests()
         router = make_router(fleet.base_url, fleet.key)
         result = await router.complete(chat_body(), workload="chat")
@@ -90,7 +112,9 @@ async def test_r2_502_and_503_fall_back_to_a_compatible_route(fleet: FleetHandle
         assert result.attempts[0].failure_class == FailureClass.CAPACITY
 
 
-async def test_r2_connection_reset_before_headers_is_transient_and_falls_back(fleet: FleetHandle) -> None:
+async def test_r2_connection_reset_before_headers_is_transient_and_falls_back(
+    fleet: FleetHandle,
+) -> None:
     """A reset before any header is transient transport (nothing generated): the next route answers (R2)."""
     fleet.load(routing_scenario(faults={"alpha-a": [{"kind": "reset", "rate": 1.0}]}))
     router = make_router(fleet.base_url, fleet.key)
@@ -116,9 +140,15 @@ async def test_r5_early_connect_failure_gets_one_same_route_retry_with_backoff()
     assert len(sleep.waits) == 1 and 0 <= sleep.waits[0] <= 0.1  # random(0, min(cap, base * 2**0))
 
 
-async def test_r2_r8_stream_cut_after_tokens_is_ambiguous_and_never_replayed_for_tools(fleet: FleetHandle) -> None:
+async def test_r2_r8_stream_cut_after_tokens_is_ambiguous_and_never_replayed_for_tools(
+    fleet: FleetHandle,
+) -> None:
     """A cut after output on a side-effecting workload is ambiguous: explicit failure, no replay anywhere (R2, R8)."""
-    fleet.load(routing_scenario(faults={"alpha-a": [{"kind": "stream_cut", "after_fraction": 0.5, "rate": 1.0}]}))
+    fleet.load(
+        routing_scenario(
+            faults={"alpha-a": [{"kind": "stream_cut", "after_fraction": 0.5, "rate": 1.0}]}
+        )
+    )
     router = make_router(fleet.base_url, fleet.key)
     with pytest.raises(AmbiguousCompletionError):
         await router.complete(TOOLS, workload="tool_agent")
@@ -127,7 +157,11 @@ async def test_r2_r8_stream_cut_after_tokens_is_ambiguous_and_never_replayed_for
 
 async def test_r2_stream_cut_on_side_effect_free_workload_falls_back(fleet: FleetHandle) -> None:
     """The same cut on a replay-safe workload (chat) falls back to another route (R2)."""
-    fleet.load(routing_scenario(faults={"alpha-a": [{"kind": "stream_cut", "after_fraction": 0.5, "rate": 1.0}]}))
+    fleet.load(
+        routing_scenario(
+            faults={"alpha-a": [{"kind": "stream_cut", "after_fraction": 0.5, "rate": 1.0}]}
+        )
+    )
     router = make_router(fleet.base_url, fleet.key)
     result = await router.complete(chat_body(), workload="chat")
     assert result.attempts[0].failure_class == FailureClass.AMBIGUOUS
@@ -137,8 +171,18 @@ async def test_r2_stream_cut_on_side_effect_free_workload_falls_back(fleet: Flee
 @pytest.mark.parametrize(
     ("defect", "workload", "body", "reason"),
     [
-        ({"kind": "schema_break", "modes": ["invalid_json"]}, "classify", CLASSIFY, "malformed_json"),
-        ({"kind": "schema_break", "modes": ["missing_field"]}, "classify", CLASSIFY, "missing_field"),
+        (
+            {"kind": "schema_break", "modes": ["invalid_json"]},
+            "classify",
+            CLASSIFY,
+            "malformed_json",
+        ),
+        (
+            {"kind": "schema_break", "modes": ["missing_field"]},
+            "classify",
+            CLASSIFY,
+            "missing_field",
+        ),
         ({"kind": "tool_unknown_name"}, "tool_agent", TOOLS, "unknown_tool"),
         ({"kind": "tool_bad_args"}, "tool_agent", TOOLS, "tool_args_invalid"),
     ],
@@ -148,11 +192,15 @@ async def test_r7_invalid_successful_response_rejected_then_fallback(
 ) -> None:
     """HTTP 200 that breaks the contract (bad JSON, missing field, unknown tool, bad args) is rejected and the fallback answers (R7)."""
     fleet.load(routing_scenario(defects={"alpha-a": [{**defect, "rate": 1.0}]}))
-    router = make_router(fleet.base_url, fleet.key, catalog=routing_catalog(classify={"semantic": None}))
+    router = make_router(
+        fleet.base_url, fleet.key, catalog=routing_catalog(classify={"semantic": None})
+    )
     result = await router.complete(body, workload=workload)
     first = result.attempts[0]
     assert first.http_success and first.failure_class == FailureClass.INVALID_RESPONSE
-    assert first.validation == reason or (reason == "tool_args_invalid" and first.validation == "tool_args_malformed")
+    assert first.validation == reason or (
+        reason == "tool_args_invalid" and first.validation == "tool_args_malformed"
+    )
     assert result.route.id == "beta" and result.attempts[-1].validation == "accepted"
     snap = router.metrics.snapshot()
     assert snap["http_success_rate"] == 1.0 and snap["validation_rejection_rate"] == 0.5  # R11 pair
@@ -161,7 +209,9 @@ async def test_r7_invalid_successful_response_rejected_then_fallback(
 async def test_r7_semantic_check_rejects_http_success_everywhere(fleet: FleetHandle) -> None:
     """Label outside the allowed set on every route: explicit invalid-response failure, never a success (R7, R11)."""
     fleet.load(routing_scenario())
-    router = make_router(fleet.base_url, fleet.key, catalog=routing_catalog(classify={"hedge_after_ms": None}))
+    router = make_router(
+        fleet.base_url, fleet.key, catalog=routing_catalog(classify={"hedge_after_ms": None})
+    )
     with pytest.raises(InvalidResponseError) as err:
         await router.complete(CLASSIFY, workload="classify")
     assert err.value.reason == "classify_label_not_allowed"
@@ -171,15 +221,34 @@ async def test_r7_semantic_check_rejects_http_success_everywhere(fleet: FleetHan
 async def test_r6_context_overflow_only_a_larger_context_route_is_tried(fleet: FleetHandle) -> None:
     """context_length_exceeded moves only to a route with a larger context; a same-size sibling is skipped (R2, R6)."""
     fleet.load(routing_scenario())
-    stale = {"tools": True, "schema_modes": ["json_schema"], "context_length": 16384, "latency_p50_ms": 50}
+    stale = {
+        "tools": True,
+        "schema_modes": ["json_schema"],
+        "context_length": 16384,
+        "latency_p50_ms": 50,
+    }
     routes = routes_table(
-        extra=[{"id": "alpha-stale", "model": "acme/alpha", **stale}, {"id": "alpha-stale-2", "model": "acme/alpha", **stale, "latency_p50_ms": 60}],
-        groups={"text": ["alpha-stale", "alpha-stale-2", "alpha", "beta"], "long_context": ["vision"], "schema": ["beta"], "tools": ["beta"], "vision": ["vision"]},
+        extra=[
+            {"id": "alpha-stale", "model": "acme/alpha", **stale},
+            {"id": "alpha-stale-2", "model": "acme/alpha", **stale, "latency_p50_ms": 60},
+        ],
+        groups={
+            "text": ["alpha-stale", "alpha-stale-2", "alpha", "beta"],
+            "long_context": ["vision"],
+            "schema": ["beta"],
+            "tools": ["beta"],
+            "vision": ["vision"],
+        },
     )
-    router = make_router(fleet.base_url, fleet.key, catalog=routing_catalog(routes, chat={"route_groups": ["text"]}))
+    router = make_router(
+        fleet.base_url, fleet.key, catalog=routing_catalog(routes, chat={"route_groups": ["text"]})
+    )
     long_prompt = "word " * 10_000  # ~12.5k estimated tokens: more than 8k, less than 16k
     result = await router.complete(chat_body(long_prompt, max_tokens=200), workload="chat")
-    assert [a.route_id for a in result.attempts] == ["alpha-stale", "beta"]  # alpha (8k) filtered by estimate
+    assert [a.route_id for a in result.attempts] == [
+        "alpha-stale",
+        "beta",
+    ]  # alpha (8k) filtered by estimate
     assert result.attempts[0].reason == "context_length_exceeded"
     assert [r["model"] for r in fleet.requests()] == ["acme/alpha", "acme/beta"]
 
@@ -188,8 +257,17 @@ async def test_r4_slow_success_that_would_overrun_the_deadline(fleet: FleetHandl
     """A slow first token is cut at the deadline and no attempt starts that cannot finish; total time ≈ deadline (R4)."""
     import asyncio
 
-    fleet.load(routing_scenario(faults={"alpha-a": [{"kind": "slow_first_token", "ttft_s": 40, "rate": 1.0}]}))
-    router = make_router(fleet.base_url, fleet.key, catalog=routing_catalog(chat={"deadline_ms": 1500}), sleep=asyncio.sleep)
+    fleet.load(
+        routing_scenario(
+            faults={"alpha-a": [{"kind": "slow_first_token", "ttft_s": 40, "rate": 1.0}]}
+        )
+    )
+    router = make_router(
+        fleet.base_url,
+        fleet.key,
+        catalog=routing_catalog(chat={"deadline_ms": 1500}),
+        sleep=asyncio.sleep,
+    )
     started = time.monotonic()
     with pytest.raises(DeadlineExhaustedError):
         await router.complete(chat_body(), workload="chat")
@@ -198,7 +276,9 @@ async def test_r4_slow_success_that_would_overrun_the_deadline(fleet: FleetHandl
     assert served_tags(fleet.requests()) == ["alpha-a"]  # the fallback was never started
 
 
-async def test_r7_stray_start_on_streaming_workload_fails_over_before_first_byte(fleet: FleetHandle) -> None:
+async def test_r7_stray_start_on_streaming_workload_fails_over_before_first_byte(
+    fleet: FleetHandle,
+) -> None:
     """A stray reply start is caught in the buffered head: the client gets the fallback's clean start (R7, C9)."""
     fleet.load(routing_scenario(defects={"alpha-a": [{"kind": "stray_start", "rate": 1.0}]}))
     router = make_router(fleet.base_url, fleet.key)
@@ -213,7 +293,9 @@ async def test_r7_stray_start_on_streaming_workload_fails_over_before_first_byte
         await result.close()
 
 
-async def test_r2_r9_client_errors_never_retried_and_never_open_a_circuit(fleet: FleetHandle) -> None:
+async def test_r2_r9_client_errors_never_retried_and_never_open_a_circuit(
+    fleet: FleetHandle,
+) -> None:
     """400 and 401 stop at once (one upstream request each) and leave every circuit closed (R2, R9)."""
     fleet.load(routing_scenario())
     board = BreakerBoard(BreakerConfig(consecutive_failures=2))
@@ -234,9 +316,18 @@ async def test_r9_open_circuit_skips_route_then_one_half_open_probe(fleet: Fleet
     """A 502 opens alpha's circuit (threshold 1): it is skipped, then after open_for exactly one probe goes through (R9)."""
     import asyncio
 
-    fleet.load(routing_scenario(faults={"alpha-a": [{"kind": "http_error", "status": 502, "first_n": 1}]}))
-    board = BreakerBoard(BreakerConfig(consecutive_failures=1, open_for_s=0.5, half_open_max_probes=1))
-    router = make_router(fleet.base_url, fleet.key, breakers=board, catalog=routing_catalog(chat={"route_groups": ["text"]}))
+    fleet.load(
+        routing_scenario(faults={"alpha-a": [{"kind": "http_error", "status": 502, "first_n": 1}]})
+    )
+    board = BreakerBoard(
+        BreakerConfig(consecutive_failures=1, open_for_s=0.5, half_open_max_probes=1)
+    )
+    router = make_router(
+        fleet.base_url,
+        fleet.key,
+        breakers=board,
+        catalog=routing_catalog(chat={"route_groups": ["text"]}),
+    )
     assert (await router.complete(chat_body(), workload="chat")).route.id == "beta"
     assert board.status("alpha", time.monotonic()) is CircuitStatus.OPEN
     fleet.clear_requests()
@@ -244,16 +335,32 @@ async def test_r9_open_circuit_skips_route_then_one_half_open_probe(fleet: Fleet
     assert served_tags(fleet.requests()) == ["beta-a"]  # alpha suppressed, not even tried
     await asyncio.sleep(0.55)
     fleet.clear_requests()
-    results = await asyncio.gather(*(router.complete(chat_body(), workload="chat") for _ in range(3)))
-    assert sum(r.route.id == "alpha" for r in results) == 1  # one probe admitted; the others fell to beta
+    results = await asyncio.gather(
+        *(router.complete(chat_body(), workload="chat") for _ in range(3))
+    )
+    assert (
+        sum(r.route.id == "alpha" for r in results) == 1
+    )  # one probe admitted; the others fell to beta
     assert board.status("alpha", time.monotonic()) is CircuitStatus.CLOSED
 
 
 async def test_r9_every_compatible_route_open_fails_fast(fleet: FleetHandle) -> None:
     """When every compatible route's circuit is open the router fails fast, without any upstream call (R9)."""
-    fleet.load(routing_scenario(faults={t: [{"kind": "http_error", "status": 502, "rate": 1.0}] for t in ("alpha-a", "beta-a")}))
+    fleet.load(
+        routing_scenario(
+            faults={
+                t: [{"kind": "http_error", "status": 502, "rate": 1.0}]
+                for t in ("alpha-a", "beta-a")
+            }
+        )
+    )
     board = BreakerBoard(BreakerConfig(consecutive_failures=1, open_for_s=60))
-    router = make_router(fleet.base_url, fleet.key, breakers=board, catalog=routing_catalog(chat={"route_groups": ["text"]}))
+    router = make_router(
+        fleet.base_url,
+        fleet.key,
+        breakers=board,
+        catalog=routing_catalog(chat={"route_groups": ["text"]}),
+    )
     with pytest.raises(CapacityError):  # the first request tries both and fails explicitly
         await router.complete(chat_body(), workload="chat")
     fleet.clear_requests()
