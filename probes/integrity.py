@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from probes.locale_spec import LocaleSpec, locale_spec
 from probes.textutil import (
     MAX_ANALYSED_CHARS,
     REPLACEMENT,
+    SURROGATE,
     excerpt,
     prepare,
     script_counts,
@@ -144,7 +145,9 @@ def check_repetition(text: str) -> Outcome:
     run = _longest_run(units)
     norm = [" ".join(_TOKEN.findall(s.lower())) for s in sentences(t, spaceless_thai=False)]
     counts = Counter(s for s in norm if s)
-    long_rep = max((c for s, c in counts.items() if _letters(s) >= LONG_SENTENCE_LETTERS), default=0)
+    long_rep = max(
+        (c for s, c in counts.items() if _letters(s) >= LONG_SENTENCE_LETTERS), default=0
+    )
     any_rep = max(counts.values(), default=0)
     ev = {
         "units": len(units),
@@ -177,11 +180,10 @@ def _letters(s: str) -> int:
 # ftfy's is_bad flagged ~0.005% of clean sentences and 97-100% of cp1252/latin-1 mojibake.
 # Mixed scripts inside one word (cp1251/GBK decoding of accented Latin) only for Latin targets:
 # it misfires on clean Korean, Thai and Cyrillic.
-_C0_ALLOWED = {"\t", "\n", "\r"}
 # UTF-8 read as cp1251: a lead byte (В-Я, а-ф) followed by what cp1251 makes of a continuation
 # byte 0x80-0xBF that is neither a common Cyrillic letter nor punctuation that may follow a
 # word (… — – ’ ” » “ ‘): "рџЋ‰" for an emoji, "В«" for «.
-# Latin targets only: in Cyrillic text such pairs can be ordinary spelling.
+# Not for Cyrillic targets, where such pairs can be ordinary spelling.
 _CP1251_PAIR = re.compile(
     "[\u0412-\u042f\u0430-\u0444]"
     "[\u0402\u0403\u201a\u0453\u201e\u2020\u2021\u20ac\u2030\u0409\u2039"
@@ -205,37 +207,60 @@ def _common_han() -> frozenset[str]:
     return frozenset("".join(x for x in lines if not x.startswith("#")))
 
 
+# UTF-8 read as Shift-JIS yields half-width katakana (U+FF61-FF9F), which modern text, even
+# Japanese, practically never uses: HALFWIDTH_KANA_MIN of them is corruption.
+HALFWIDTH_KANA_MIN = 3
+_HALFWIDTH_KANA = re.compile("[\uff61-\uff9f]")
+
+
+def _halfwidth_kana(t: str) -> int:
+    n = len(_HALFWIDTH_KANA.findall(t))
+    return n if n >= HALFWIDTH_KANA_MIN else 0
+
+
+_HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]")
+
+
 def _rare_han(t: str) -> int:
+    han = _HAN.findall(t)
+    if len(han) < RARE_HAN_MIN:
+        return 0
     common = _common_han()
-    han = [ch for ch in t if script_of(ch) == "han"]
     rare = sum(1 for ch in han if ch not in common)
     return rare if rare >= RARE_HAN_MIN and rare >= RARE_HAN_SHARE * len(han) else 0
+
+
+_C0 = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_C1 = re.compile("[\x80-\x9f]")
+_NON_ASCII_WORD = re.compile(
+    r"[^\W\d_]*[^\W\d_\x00-\x7f][^\W\d_]*"
+)  # a word with a non-ASCII letter
 
 
 def encoding_signals(text: str, spec: LocaleSpec) -> dict[str, int | bool]:
     """Counts of corruption signals in the analysed part of a reply."""
     raw = text[:MAX_ANALYSED_CHARS]
-    surrogates = sum(1 for ch in raw if 0xD800 <= ord(ch) <= 0xDFFF)
+    surrogates = len(SURROGATE.findall(raw))
     t = prepare(raw)
-    c0 = sum(1 for ch in t if (ord(ch) < 0x20 and ch not in _C0_ALLOWED) or ord(ch) == 0x7F)
-    c1 = sum(1 for ch in t if 0x80 <= ord(ch) <= 0x9F)
-    mixed = cp1251 = 0
-    scripts = script_counts(t)
-    # Latin-only signals apply when the text is mostly Latin; a reply mostly in another script
-    # is a language switch (check_language), not mojibake of the target.
-    if spec.latin and scripts["latin"] * 2 > sum(scripts.values()):
-        cp1251 = len(_CP1251_PAIR.findall(t))
-        for w in _LETTER_WORD.findall(t):
-            if not w.isascii() and len({script_of(ch) for ch in w}) > 1:
-                mixed += 1
+    mixed = 0
+    cp1251 = 0 if "cyrillic" in spec.scripts else len(_CP1251_PAIR.findall(t))
+    if spec.latin and not t.isascii():
+        scripts = script_counts(t)
+        # Latin-only signal, applied when the text is mostly Latin; a reply mostly in another
+        # script is a language switch (check_language), not mojibake of the target.
+        if scripts["latin"] * 2 > sum(scripts.values()):
+            for w in _NON_ASCII_WORD.findall(t):
+                if len({script_of(ch) for ch in w}) > 1:
+                    mixed += 1
     return {
         "replacement_chars": t.count(REPLACEMENT) - surrogates,
         "lone_surrogates": surrogates,
-        "c0_controls": c0,
-        "c1_controls": c1,
+        "c0_controls": len(_C0.findall(t)),
+        "c1_controls": len(_C1.findall(t)),
         "mixed_script_words": mixed,
         "cp1251_pairs": cp1251,
         "rare_han": _rare_han(t),
+        "halfwidth_kana": _halfwidth_kana(t),
         "mojibake": bool(is_bad(t)),
     }
 
@@ -305,5 +330,9 @@ def judge_start_share(
     return _out(OutcomeStatus.PASS, "ok", None, ev)
 
 
-def _out(status: OutcomeStatus, reason: str, locale: str | None, ev: dict[str, object]) -> Outcome:
-    return Outcome(contract=Contract.START, status=status, reason=reason, locale=locale, evidence=ev)
+def _out(
+    status: OutcomeStatus, reason: str, locale: str | None, ev: Mapping[str, object]
+) -> Outcome:
+    return Outcome(
+        contract=Contract.START, status=status, reason=reason, locale=locale, evidence=dict(ev)
+    )

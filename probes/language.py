@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -224,7 +225,7 @@ def check_language(text: str, locale: str) -> Outcome:
     return _out(OutcomeStatus.PASS, "ok", locale, ev)
 
 
-def _out(status: OutcomeStatus, reason: str, locale: str, ev: dict[str, object]) -> Outcome:
+def _out(status: OutcomeStatus, reason: str, locale: str, ev: Mapping[str, object]) -> Outcome:
     return Outcome(
-        contract=Contract.LANGUAGE, status=status, reason=reason, locale=locale, evidence=ev
+        contract=Contract.LANGUAGE, status=status, reason=reason, locale=locale, evidence=dict(ev)
     )

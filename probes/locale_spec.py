@@ -1,7 +1,7 @@
 """The 17 supported UI locales and the text facts the checks need about each. Pure data.
 
-    LOCALES           locale code -> LocaleSpec
-    locale_spec(code) the spec, or ValueError naming the unknown locale
+LOCALES           locale code -> LocaleSpec
+locale_spec(code) the spec, or ValueError naming the unknown locale
 """
 
 from __future__ import annotations
@@ -54,6 +54,4 @@ def locale_spec(code: str) -> LocaleSpec:
     try:
         return LOCALES[code]
     except (KeyError, TypeError):
-        raise ValueError(
-            f"unsupported locale {code!r}; supported: {', '.join(LOCALES)}"
-        ) from None
+        raise ValueError(f"unsupported locale {code!r}; supported: {', '.join(LOCALES)}") from None

@@ -1,10 +1,10 @@
 """Small text helpers shared by the language and integrity checks. Pure, no I/O.
 
-    prepare(text)        cap length, drop a leading BOM, make lone surrogates visible (U+FFFD)
-    script_of(ch)        coarse Unicode script of one character ("latin", "cyrillic", "han", ...)
-    script_counts(text)  letters per script
-    sentences(text)      sentence-ish segments; CJK/Thai aware (。！？, Thai spaces)
-    words(text)          lower-cased word tokens of space-separated scripts
+prepare(text)        cap length, drop a leading BOM, make lone surrogates visible (U+FFFD)
+script_of(ch)        coarse Unicode script of one character ("latin", "cyrillic", "han", ...)
+script_counts(text)  letters per script
+sentences(text)      sentence-ish segments; CJK/Thai aware (。！？, Thai spaces)
+words(text)          lower-cased word tokens of space-separated scripts
 """
 
 from __future__ import annotations
@@ -53,9 +53,7 @@ _RANGES: tuple[tuple[int, int, str], ...] = (
 )
 _STARTS = [r[0] for r in _RANGES]
 
-_SENTENCE_END = re.compile(
-    r"(?<=[.!?…؟])[\"'”’»」』)）\]*_]*\s+|(?<=[。！？])[」』）”’*_]*\s*|\n+"
-)
+_SENTENCE_END = re.compile(r"(?<=[.!?…؟])[\"'”’»」』)）\]*_]*\s+|(?<=[。！？])[」』）”’*_]*\s*|\n+")
 _THAI_SPLIT = re.compile(r"\s+")
 # Hyphens and apostrophes stay inside a word: Portuguese "encontrá-los" is not Spanish "los".
 _WORD = re.compile(r"[^\W\d_]+(?:[-'’][^\W\d_]+)*")
@@ -69,10 +67,10 @@ def prepare(text: str) -> str:
         t = t[1:]
     # Lone surrogates cannot be encoded as UTF-8 (lingua's Rust side would raise): make them
     # a visible replacement character, which the encoding check then counts as corruption.
-    return _SURROGATE.sub(REPLACEMENT, t) if _has_surrogate(t) else t
+    return SURROGATE.sub(REPLACEMENT, t) if _has_surrogate(t) else t
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _has_surrogate(t: str) -> bool:
@@ -103,13 +101,12 @@ def script_of(ch: str) -> str:
     return "other_letter"
 
 
+_LETTER = re.compile(r"[^\W\d_]")
+
+
 def script_counts(text: str) -> Counter[str]:
     """How many letters of each script the text holds (non-letters are not counted)."""
-    c: Counter[str] = Counter()
-    for ch in text:
-        if ch.isalpha():
-            c[script_of(ch)] += 1
-    return c
+    return Counter(map(script_of, _LETTER.findall(text)))
 
 
 def strip_noise(text: str) -> str:
@@ -131,7 +128,7 @@ def words(text: str) -> list[str]:
 
 
 def letter_count(text: str) -> int:
-    return sum(1 for ch in text if ch.isalpha())
+    return len(_LETTER.findall(text))
 
 
 def excerpt(text: str, limit: int = 120) -> str:

@@ -140,7 +140,9 @@ def test_c7_portunhol_caught() -> None:
 @pytest.mark.parametrize(("codec", "errors"), [("cp1252", "replace"), ("latin-1", "strict")])
 def test_c7_western_mojibake_caught(codec: str, errors: str) -> None:
     """C7: UTF-8 read as cp1252 / latin-1 fails as encoding corruption in >= 97% of replies."""
-    pairs = [(loc, t, mojibake(t, codec, errors)) for loc in clean_locales() for t in load_clean(loc)]
+    pairs = [
+        (loc, t, mojibake(t, codec, errors)) for loc in clean_locales() for t in load_clean(loc)
+    ]
     outcomes = [check_language(m, loc) for loc, t, m in pairs if m != t]
     assert _rate([o.status for o in outcomes]) >= 0.97
     assert {o.reason for o in outcomes if o.status is FAIL} == {"encoding_corruption"}
@@ -157,7 +159,19 @@ def test_c7_replacement_characters_caught() -> None:
     assert {(o.status, o.reason) for o in outcomes} == {(FAIL, "encoding_corruption")}
 
 
-SHORT_OWN = ["Sim.", "ok", "*Ela sorri.*", "Да.", "はい。", "好的", "ใช่", "نعم", "Oui !", "🙂", "..."]
+SHORT_OWN = [
+    "Sim.",
+    "ok",
+    "*Ela sorri.*",
+    "Да.",
+    "はい。",
+    "好的",
+    "ใช่",
+    "نعم",
+    "Oui !",
+    "🙂",
+    "...",
+]
 
 
 def test_c7_short_texts_inconclusive_never_fail() -> None:
@@ -230,7 +244,10 @@ def test_c7_detector_built_once_across_threads() -> None:
     [
         ("", "too_short"),
         ("Olá \ud800 tudo bem? " * 5, "encoding_corruption"),  # lone surrogate
-        ("Ela abriu a porta\x00 e saiu para a chuva sem dizer nada a ninguém.", "encoding_corruption"),
+        (
+            "Ela abriu a porta\x00 e saiu para a chuva sem dizer nada a ninguém.",
+            "encoding_corruption",
+        ),
         ("Ela abriu a porta\x1b[31m e saiu para a chuva sem dizer nada.", "encoding_corruption"),
     ],
 )
@@ -245,7 +262,10 @@ def test_c7_bom_prefixed_text_judged_like_plain() -> None:
     """C7: a leading BOM is dropped; the reply is judged like the same text without it."""
     _available("pt-BR")
     t = load_clean("pt-BR")[0]
-    assert check_language("\ufeff" + t, "pt-BR").model_dump() == check_language(t, "pt-BR").model_dump()
+    assert (
+        check_language("\ufeff" + t, "pt-BR").model_dump()
+        == check_language(t, "pt-BR").model_dump()
+    )
 
 
 def test_c7_ten_megabyte_reply_bounded_time() -> None:

@@ -93,7 +93,7 @@ def stray_starts(text: str, locale: str, rng: random.Random) -> list[str]:
     out = [p + body for p in rng.sample(_PUNCT, 6)]
     out += [p + marked for p in (",", ".", '"', ";", ")", "]")]  # ,*She / .*She / "*She
     out += [f + marked for f in rng.sample(_FRAGMENTS, 3)]  # ysics*She
-    out.append(rng.choice(_FRAGMENTS) + '"' + body.lstrip("\"“*"))  # ics"She
+    out.append(rng.choice(_FRAGMENTS) + '"' + body.lstrip('"“*'))  # ics"She
     out.append(rng.choice(_TOKENS) + body)
     if locale in ("ja", "zh-Hans", "ko", "th"):
         out += [p + body for p in rng.sample(_CJK_PUNCT, 4)]

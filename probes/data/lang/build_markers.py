@@ -61,7 +61,9 @@ def main() -> None:
     print("han", len(han))
     for m, o in PAIRS:
         words = build(m, o)
-        header = f"# words frequent in {m} and >=50x rarer in {o} (wordfreq 3.1; build_markers.py)\n"
+        header = (
+            f"# words frequent in {m} and >=50x rarer in {o} (wordfreq 3.1; build_markers.py)\n"
+        )
         (here / f"markers_{m}_not_{o}.txt").write_text(header + "\n".join(words) + "\n")
         print(m, o, len(words))
 
