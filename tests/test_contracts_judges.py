@@ -411,3 +411,60 @@ def test_c8_majority_keeps_failure_reason() -> None:
         [_lang(S.FAIL, "language_mixing"), _lang(S.FAIL, "language_mixing"), _lang(S.PASS)]
     )
     assert (o.status, o.reason) == (S.FAIL, "language_mixing")
+
+
+# ---- Q1 invariant: transport is never turned into a quality failure --------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from probes.probeset import judge_language  # noqa: E402
+
+_transcripts = st.builds(
+    tr,
+    http_status=st.sampled_from([None, 200, 400, 401, 403, 404, 408, 429, 500, 502, 503]),
+    transport_error=st.sampled_from(
+        [
+            None,
+            "connect_timeout",
+            "read_timeout",
+            "connection_reset",
+            "stream_cut",
+            "time_limit",
+            "byte_limit",
+        ]
+    ),
+    done=st.booleans(),
+    gave_up_waiting=st.booleans(),
+    served_by=st.sampled_from([None, "P", "Other"]),
+    text=st.sampled_from(
+        [
+            "",
+            "*She smiles.* Bom dia, viajante! Sente-se perto do fogo.",
+            "I can't help with that request.",
+            '{"name":"A","mood":"sad","age":3}',
+        ]
+    ),
+    finish_reason=st.sampled_from([None, "stop", "length", "content_filter", "error"]),
+    error=st.sampled_from(
+        [None, err(502, "provider_unavailable", in_band=True), err(429), err(400, "refusal")]
+    ),
+    ttft_s=st.sampled_from([None, 0.2]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_transcripts)
+def test_q1_transport_never_becomes_quality_failure(t: Transcript) -> None:
+    """Q1: whenever classify_transport says transport/misrouted, language and structured judges say the same,
+    and refusal only differs on explicit filter evidence (content_filter, refusal error, 403 moderation)."""
+    pre = classify_transport(t)
+    if pre is None:
+        return
+    assert judge_language(t, "pt-BR").status is pre.status
+    assert judge_structured(t, ep()).status is pre.status
+    refusal = judge_refusal(t, "en")
+    assert refusal.status is pre.status or (
+        refusal.status is S.FAIL
+        and refusal.reason in {"content_filter", "error_refusal", "moderation_403"}
+    ), (refusal, pre)

@@ -97,7 +97,7 @@ async def test_c3_c4_c6_c7_c9_each_defect_fails_its_contract(fleet: FleetHandle)
     "mode", ["refusal", "content_filter_empty", "content_filter_cut", "empty", "moderation_403"]
 )
 async def test_c4_every_policy_mode_fails_refusal(fleet: FleetHandle, mode: str) -> None:
-    """C4: each policy-filter mode (refusal text, content_filter, empty, 403 moderation) fails the refusal probe."""
+    """C4: each policy-filter mode (refusal text in all 17 locales, content_filter, empty, 403 moderation) fails the refusal probe."""
     scenario = fleet.scenario()
     model = next(m for m in scenario["models"] if m["id"] == MODEL)
     for m in scenario["models"]:
@@ -110,11 +110,11 @@ async def test_c4_every_policy_mode_fails_refusal(fleet: FleetHandle, mode: str)
     fleet.load(scenario, time_scale=0.1, seed=0)
     async with _client(fleet) as client:
         eps = await _endpoints(client)
+        locales = (
+            LOCALES if mode == "refusal" else ("en", "ja", "ar")
+        )  # refusal text: all 17 pattern sets
         results = await _bounded(
-            [
-                run_probe_set(client, eps["policywall/fp8"], loc, start_samples=0)
-                for loc in ("en", "ja", "ar")
-            ]
+            [run_probe_set(client, eps["policywall/fp8"], loc, start_samples=0) for loc in locales]
         )
     for r in results:
         o = r.outcomes[Contract.REFUSAL]
