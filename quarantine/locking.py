@@ -1,12 +1,15 @@
 """Serialise read-modify-write on Prefect objects (blocks and Variables are last-writer-wins).
 
-`serialised(name)` holds one slot of a global concurrency limit of 1 named `name`. It creates
-the limit first (`strict=True` with a missing limit raises; without `strict` a missing limit
+`serialised(name)` holds one slot of a global concurrency limit of 1 named `name` (across
+processes and machines). Writers in the same process first queue on a local `asyncio.Lock`,
+so they hand over at once instead of polling the server for the slot. It creates the limit first (`strict=True` with a missing limit raises; without `strict` a missing limit
 would silently mean no lock at all, see PREFECT.md).
 """
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
@@ -17,6 +20,9 @@ from prefect.settings import PREFECT_API_URL
 
 LOCK_TIMEOUT_S = 60.0
 _ensured: set[tuple[str, str]] = set()
+_local: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 async def ensure_limit(name: str) -> None:
@@ -34,6 +40,8 @@ async def ensure_limit(name: str) -> None:
 @asynccontextmanager
 async def serialised(name: str, timeout_s: float = LOCK_TIMEOUT_S) -> AsyncIterator[None]:
     """Hold the only slot of limit `name` for the duration of the block."""
-    await ensure_limit(name)
-    async with concurrency(name, occupy=1, strict=True, timeout_seconds=timeout_s):
-        yield
+    locks = _local.setdefault(asyncio.get_running_loop(), {})
+    async with locks.setdefault(name, asyncio.Lock()):
+        await ensure_limit(name)
+        async with concurrency(name, occupy=1, strict=True, timeout_seconds=timeout_s):
+            yield

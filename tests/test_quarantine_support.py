@@ -82,6 +82,7 @@ def run(
             mode=mode,
             production=production,
             excluded=excluded,
+            model=state.model,
         )
         state, decisions = step(state, rep, config)
         out += decisions
