@@ -3,7 +3,7 @@
 A transcript is *transport* when the provider could not be judged: no connection
 or no response headers in time, a reset, HTTP 408 / 429 / 5xx, a stream cut
 without `[DONE]` (including our own time and byte limits), or an in-band error
-chunk with a 408/429/5xx code. HTTP 401/402 and the 404 "no allowed providers"
+chunk with a 408/429/5xx code, or `finish_reason: "error"` with no error detail. HTTP 401/402 and the 404 "no allowed providers"
 say nothing about the provider's quality either (our key, our credits, the
 listing changed), so they are transport too. A `served_by` that differs from the
 pinned provider is `misrouted` and takes precedence: its text is someone else's
@@ -67,6 +67,8 @@ def classify_transport(t: Transcript, contract: Contract | None = None) -> Outco
         return None
     if t.error is not None and t.error.in_band and _is_transport_code(t.error.code):
         return outcome(t, c, OutcomeStatus.TRANSPORT, f"in_band_{t.error.code}")
+    if t.error is None and (t.finish_reason or "").lower() == "error":
+        return outcome(t, c, OutcomeStatus.TRANSPORT, "finish_error")  # an error with no detail
     if t.transport_error is not None:  # stream_cut, time_limit, byte_limit, anything new
         return outcome(t, c, OutcomeStatus.TRANSPORT, t.transport_error)
     if status == 200 and not t.done and not t.gave_up_waiting and t.error is None:

@@ -207,7 +207,7 @@ class StreamRecorder:
             self.t.served_by = provider  # keep the first one that disagrees with the pin
         if self.t.generation_id is None and isinstance(chunk.get("id"), str):
             self.t.generation_id = chunk["id"]
-        if "error" in chunk:
+        if chunk.get("error"):
             self.t.error = parse_error(chunk, in_band=self.t.http_status == 200, secret=self.secret)
         usage = chunk.get("usage")
         if isinstance(usage, dict):
@@ -229,7 +229,7 @@ class StreamRecorder:
             self.t.finish_reason = str(choice["finish_reason"])
         if choice.get("native_finish_reason") is not None:
             self.t.native_finish_reason = str(choice["native_finish_reason"])
-        if "error" in choice and self.t.error is None:
+        if choice.get("error") and self.t.error is None:
             self.t.error = parse_error(
                 {"error": choice["error"]}, in_band=self.t.http_status == 200, secret=self.secret
             )

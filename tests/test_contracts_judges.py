@@ -77,6 +77,7 @@ TRANSPORT_CASES = [
     ("stream_cut", {"done": False}),
     ("in_band_502", {"done": False, "error": err(502, "provider_unavailable", in_band=True)}),
     ("in_band_429", {"done": True, "error": err(429, in_band=True)}),
+    ("finish_error", {"finish_reason": "error"}),
     ("time_limit", {"done": False, "transport_error": "time_limit", "time_limit_hit": True}),
     ("byte_limit", {"done": False, "transport_error": "byte_limit", "byte_limit_hit": True}),
 ]
