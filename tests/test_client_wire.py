@@ -289,7 +289,7 @@ def test_c2_client_from_settings_hides_key() -> None:
         api_key="sk-hidden-1",
         ttft_threshold_s=4.0,
         probe_max_bytes=5000,
-    )  # type: ignore[call-arg]
+    )
     client = ProbeClient.from_settings(settings)
     assert (client.base_url, client.ttft_threshold_s, client.max_bytes) == (
         "http://127.0.0.1:9/api/v1",

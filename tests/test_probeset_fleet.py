@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 
 import pytest
 
@@ -40,7 +40,7 @@ def _client(fleet: FleetHandle) -> ProbeClient:
     )
 
 
-async def _bounded[T](jobs: list[Awaitable[T]], limit: int = 6) -> list[T]:
+async def _bounded[T](jobs: Sequence[Awaitable[T]], limit: int = 6) -> list[T]:
     """Run jobs concurrently, at most `limit` at a time (the fleet shares 2 cores)."""
     sem = asyncio.Semaphore(limit)
 
