@@ -193,3 +193,24 @@ async def test_c8_confirmation_majority(fleet: FleetHandle) -> None:
     vote = majority([first.outcomes[Contract.LANGUAGE], *confirmations])
     assert vote.status is S.FAIL and vote.evidence["fails"] >= 2
     assert majority(healthy).status is S.PASS
+
+
+async def test_c2_misrouted_host_is_never_a_pass(fleet: FleetHandle) -> None:
+    """C2: when the fleet serves a pinned request from another provider, every contract says misrouted, never pass."""
+    scenario = fleet.scenario()
+    for m in scenario["models"]:
+        for e in m["endpoints"]:
+            e.pop("scripted_ttft_s", None)
+            e.pop("scripted_slow_ttft_s", None)
+            if m["id"] == MODEL and e["tag"] == "together/fp8":
+                e["faults"] = [{"kind": "misroute", "rate": 1.0, "serve_as": "DeepInfra"}]
+    fleet.load(scenario, time_scale=0.1, seed=0)
+    async with _client(fleet) as client:
+        eps = await _endpoints(client)
+        result = await run_probe_set(client, eps["together/fp8"], "it")
+    assert all(t.served_by == "DeepInfra" for t in result.transcripts), [
+        t.served_by for t in result.transcripts
+    ]
+    statuses = {c: o.status for c, o in result.outcomes.items()}
+    assert S.PASS not in statuses.values() and S.FAIL not in statuses.values(), statuses
+    assert statuses[Contract.LANGUAGE] is S.MISROUTED and statuses[Contract.REFUSAL] is S.MISROUTED
