@@ -120,9 +120,11 @@ class EventLog:
             batch, self._buffer = self._buffer, []
             if not batch:
                 return 0
-            with Session(self.engine) as session:
+            # the router may still read these objects: never expire or keep them bound
+            with Session(self.engine, expire_on_commit=False) as session:
                 session.add_all(batch)
                 session.commit()
+                session.expunge_all()
             return len(batch)
 
     async def aflush(self) -> int:
