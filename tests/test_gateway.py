@@ -63,15 +63,18 @@ async def test_r7_stray_start_client_never_sees_the_stray_bytes(fleet: FleetHand
     """Streaming chat whose primary starts with a stray byte: the client's first byte comes from the fallback (R7, C9)."""
     fleet.load(routing_scenario(defects={"alpha-a": [{"kind": "stray_start", "rate": 1.0}]}))
     app, _ = _app(fleet)
-    async with ServedApp(app) as s, httpx.AsyncClient(base_url=s.url) as http:
-        async with http.stream(
+    async with (
+        ServedApp(app) as s,
+        httpx.AsyncClient(base_url=s.url) as http,
+        http.stream(
             "POST",
             "/v1/chat/completions",
             json=chat_body(stream=True),
             headers={"Authorization": f"Bearer {KEY}"},
-        ) as resp:
-            assert resp.headers["x-route"] == "beta"
-            lines = [line async for line in resp.aiter_lines() if line.startswith("data: {")]
+        ) as resp,
+    ):
+        assert resp.headers["x-route"] == "beta"
+        lines = [line async for line in resp.aiter_lines() if line.startswith("data: {")]
     first = json.loads(lines[0][6:])["choices"][0]["delta"]["content"]
     assert first.strip() and first.lstrip()[0] not in ",;:)]}.!?|"
     assert served_tags(fleet.requests()) == ["alpha-a", "beta-a"]
