@@ -109,7 +109,24 @@ class _Label:
     target_confidence: float  # rounded
 
 
+# Letters of these scripts belong to exactly one of the 17 languages: lingua's own rules give
+# the same label at confidence 1.0, so such segments skip the model (Han alone is Chinese for
+# lingua too; any kana makes it Japanese).
+_UNIQUE_SCRIPT = {
+    frozenset({"thai"}): "THAI",
+    frozenset({"arabic"}): "ARABIC",
+    frozenset({"hangul"}): "KOREAN",
+    frozenset({"hangul", "han"}): "KOREAN",
+    frozenset({"kana"}): "JAPANESE",
+    frozenset({"kana", "han"}): "JAPANESE",
+    frozenset({"han"}): "CHINESE",
+}
+
+
 def _label(text: str, target: Language) -> _Label:
+    by_script = _UNIQUE_SCRIPT.get(frozenset(script_counts(text)))
+    if by_script is not None:
+        return _Label(by_script, 1.0, 1.0 if by_script == target.name else 0.0)
     values = detector().compute_language_confidence_values(text)
     conf = {v.language: round(v.value, CONFIDENCE_DECIMALS) for v in values}
     # Ties (rare) are broken by name, so the label never depends on iteration order.
