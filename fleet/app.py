@@ -46,6 +46,7 @@ from fleet.selection import NoCandidate, ProviderPrefs, candidates
 
 MIN_WRITE_INTERVAL_S = 0.025
 _RAW_SEND = "fleet.raw_send"
+_ARRIVAL = "fleet.arrival"
 
 
 class FleetState:
@@ -139,13 +140,19 @@ def _tool_deltas(plan: Plan) -> list[dict[str, Any]]:
 
 
 async def _stream(
-    plan: Plan, model: ModelSpec, gen_id: str, scale: float, images: int, entry: dict[str, Any]
+    plan: Plan,
+    model: ModelSpec,
+    gen_id: str,
+    scale: float,
+    images: int,
+    entry: dict[str, Any],
+    started: float,
 ) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     base = _base(plan, model, gen_id)
     yield wire.KEEPALIVE
     keepalive_s = max(0.01, 1.0 * scale)
-    deadline = loop.time() + plan.delay_s
+    deadline = started + plan.delay_s
     while (left := deadline - loop.time()) > 0:
         await asyncio.sleep(min(left, keepalive_s))
         if deadline - loop.time() > 0:
@@ -158,6 +165,7 @@ async def _stream(
     else:
         deltas = [{"role": "assistant", "content": ""}]
     stop_at = plan.tail_at if plan.tail != "done" else len(deltas)
+    encoder = wire.ChunkEncoder(base)
     start = loop.time()
     i = 0
     while i < stop_at:
@@ -165,7 +173,11 @@ async def _stream(
         batch = bytearray()
         while i < stop_at and start + i * plan.gap_s <= now + 1e-6:
             last = i == len(deltas) - 1
-            batch += wire.sse(wire.chunk(base, deltas[i], plan.finish_reason if last else None))
+            delta = deltas[i]
+            if not last and len(delta) == 1 and "content" in delta:
+                batch += encoder.content(delta["content"])
+            else:
+                batch += wire.sse(wire.chunk(base, delta, plan.finish_reason if last else None))
             i += 1
         if batch:
             yield bytes(batch)
@@ -199,9 +211,11 @@ async def _stream(
 
 
 async def _complete(
-    plan: Plan, model: ModelSpec, gen_id: str, images: int, entry: dict[str, Any]
+    plan: Plan, model: ModelSpec, gen_id: str, images: int, entry: dict[str, Any], started: float
 ) -> Response:
-    await asyncio.sleep(plan.delay_s + len(plan.chunks) * plan.gap_s)
+    loop = asyncio.get_running_loop()
+    finish = started + plan.delay_s + len(plan.chunks) * plan.gap_s
+    await asyncio.sleep(max(0.0, finish - loop.time()))
     if plan.tail == "cut":
         entry["outcome"] = "cut"
         return ResetResponse()
@@ -326,9 +340,15 @@ def create_app(scenario: Scenario | str | Path, *, key: str | SecretStr) -> ASGI
         if m is None:
             log(_entry(body, 400, None))
             return _error(400, f"{req.model} is not a valid model ID", "invalid_request")
-        return await _serve(req, body, m)
+        arrival = request.scope.get(_ARRIVAL, asyncio.get_running_loop().time())
+        return await _serve(req, body, m, arrival)
 
-    async def _serve(req: ChatRequest, body: dict[str, Any], m: ModelSpec) -> Response:
+    async def _serve(
+        req: ChatRequest, body: dict[str, Any], m: ModelSpec, started: float
+    ) -> Response:
+        """Try the candidates; each attempt's scripted delay counts from when it started
+        (the first from the request's arrival, so parsing time is not added on top)."""
+        loop = asyncio.get_running_loop()
         prefs = req.provider or ProviderPrefs()
         images = count_images(req)
         found = candidates(
@@ -357,23 +377,24 @@ def create_app(scenario: Scenario | str | Path, *, key: str | SecretStr) -> ASGI
             )
             if plan.pre_error is None or i == len(tries) - 1:
                 break
-            await asyncio.sleep(plan.delay_s)
+            await asyncio.sleep(max(0.0, started + plan.delay_s - loop.time()))
+            started = loop.time()
         assert plan is not None
         state.seq += 1
         gen_id = f"gen-{state.seq:06d}-{zlib.crc32(f'{m.id}|{plan.endpoint.tag}'.encode()):08x}"
         entry = log(_entry(body, attempts[-1]["status"], plan, req.stream, attempts))
         if plan.pre_error is not None:
-            await asyncio.sleep(plan.delay_s)
+            await asyncio.sleep(max(0.0, started + plan.delay_s - loop.time()))
             entry["outcome"] = "reset" if plan.pre_error.reset else "http_error"
             return _pre_error_response(plan.pre_error)
         if req.stream:
-            gen = _stream(plan, m, gen_id, state.scenario.time_scale, images, entry)
+            gen = _stream(plan, m, gen_id, state.scenario.time_scale, images, entry, started)
             return StreamingResponse(
                 gen,
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        return await _complete(plan, m, gen_id, images, entry)
+        return await _complete(plan, m, gen_id, images, entry, started)
 
     async def get_requests(request: Request) -> Response:
         if request.method == "DELETE":
@@ -441,6 +462,7 @@ def create_app(scenario: Scenario | str | Path, *, key: str | SecretStr) -> ASGI
     async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             scope[_RAW_SEND] = send
+            scope[_ARRIVAL] = asyncio.get_running_loop().time()
         await app(scope, receive, send)
 
     asgi.state = state  # type: ignore[attr-defined]
@@ -462,6 +484,7 @@ def _entry(
         "status": status,
         "stream": stream,
         "locale": plan.locale if plan else None,
+        "scripted_ttft_s": round(plan.delay_s, 6) if plan else None,
         "fault": plan.fault if plan else None,
         "defect": plan.defect if plan else None,
         "attempts": attempts or [],

@@ -6,6 +6,7 @@ filters (context length, image input). Pure functions of data."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -51,10 +52,14 @@ class NoCandidate:
     metadata: dict[str, Any] | None = None
 
 
+@lru_cache(maxsize=4096)
+def _names(tag: str, provider_name: str) -> frozenset[str]:
+    return frozenset({tag.lower(), tag.split("/", 1)[0].lower(), provider_name.lower()})
+
+
 def matches(endpoint: EndpointSpec, slug: str) -> bool:
     """A base slug matches every endpoint of the provider; a full slug one endpoint."""
-    s = slug.strip().lower()
-    return s in {endpoint.tag.lower(), endpoint.slug.lower(), endpoint.provider_name.lower()}
+    return slug.strip().lower() in _names(endpoint.tag, endpoint.provider_name)
 
 
 def used_parameters(body: dict[str, Any]) -> set[str]:
@@ -69,7 +74,12 @@ def supports(endpoint: EndpointSpec, parameter: str) -> bool:
 
 
 def _price(endpoint: EndpointSpec) -> float:
-    return float(endpoint.pricing.prompt) + float(endpoint.pricing.completion)
+    return _price_of(endpoint.pricing.prompt, endpoint.pricing.completion)
+
+
+@lru_cache(maxsize=4096)
+def _price_of(prompt: str, completion: str) -> float:
+    return float(prompt) + float(completion)
 
 
 def _default_order(endpoints: list[EndpointSpec], sort: str | None) -> list[EndpointSpec]:

@@ -60,3 +60,17 @@ def usage(prompt_tokens: int, completion_tokens: int, cost: float) -> dict[str, 
         "prompt_tokens_details": {"cached_tokens": 0},
         "completion_tokens_details": {"reasoning_tokens": 0},
     }
+
+
+class ChunkEncoder:
+    """Fast SSE encoding of plain content deltas for one stream: the JSON around
+    the content string is encoded once; only the content is encoded per token."""
+
+    def __init__(self, base: dict[str, Any]) -> None:
+        marker = "\x00MARK\x00"
+        template = sse(chunk(base, {"content": marker}))
+        token = json.dumps(marker).encode("utf-8")
+        self._prefix, self._suffix = template.split(token)
+
+    def content(self, text: str) -> bytes:
+        return self._prefix + json.dumps(text, ensure_ascii=False).encode("utf-8") + self._suffix
