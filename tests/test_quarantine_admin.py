@@ -1,0 +1,154 @@
+"""Admin functions the CLI and admin flows call (SPEC Q3, Q7, Q8, O4), on Prefect's harness."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from canary.settings import load_settings
+from quarantine import admin
+from quarantine.errors import NotSuspendedError, UnknownModelError, UnknownTagError
+from quarantine.ledger import Ledger
+from quarantine.models import Mode
+from quarantine.store import aload_state, aupdate_state
+from tests.test_quarantine_support import DAY, HALF_HOUR, T0, C, F, run
+
+pytestmark = pytest.mark.usefixtures("prefect_api")
+HOUR = timedelta(hours=1)
+
+
+def new_model() -> str:
+    return f"test/{uuid.uuid4().hex[:10]}"
+
+
+async def seeded(mode: Mode = Mode.ENFORCE) -> str:
+    """A model with `a` suspended (or shadow-suspended), `b` clean, `c` with one failure."""
+    model = new_model()
+    await aupdate_state(
+        model,
+        lambda s: run([{"a": F, "b": C, "c": C}, {"a": F, "b": C, "c": F}], state=s, mode=mode),
+    )
+    return model
+
+
+async def test_q8_status_json_has_the_documented_shape() -> None:
+    """Q8/O4: status lists each endpoint's state, end, streaks and rung, plus the ignore tags."""
+    model = await seeded()
+    status = await admin.astatus(model, T0 + HOUR)
+    assert status.to_json() == {
+        "model": model,
+        "mode": "enforce",
+        "providers": {
+            "a": {
+                "state": "suspended",
+                "suspended_until": (T0 + HALF_HOUR + DAY).isoformat(),
+                "consecutive_failed_rounds": 0,
+                "consecutive_clean_rounds": 0,
+                "suspensions": 1,
+            },
+            "b": {
+                "state": "active",
+                "suspended_until": None,
+                "consecutive_failed_rounds": 0,
+                "consecutive_clean_rounds": 2,
+                "suspensions": 0,
+            },
+            "c": {
+                "state": "active",
+                "suspended_until": None,
+                "consecutive_failed_rounds": 1,
+                "consecutive_clean_rounds": 0,
+                "suspensions": 0,
+            },
+        },
+        "ignore": ["a"],
+    }
+
+
+async def test_q3_status_shows_shadow_suspensions_in_observe_mode() -> None:
+    """Q3: in observe mode the endpoint is shadow-suspended and not in the ignore list."""
+    model = await seeded(Mode.OBSERVE)
+    data = (await admin.astatus(model, T0 + HOUR)).to_json()
+    assert data["mode"] == "observe"
+    assert data["providers"]["a"]["state"] == "shadow-suspended"
+    assert data["ignore"] == []
+
+
+async def test_q5_status_after_the_end_shows_active_even_before_the_next_round() -> None:
+    """Q5: once the suspension time is up the status (and ignore list) say active at once."""
+    model = await seeded()
+    data = (await admin.astatus(model, T0 + 2 * DAY)).to_json()
+    assert data["providers"]["a"]["state"] == "active" and data["ignore"] == []
+
+
+async def test_q8_lift_updates_state_and_ledger(tmp_path: Path) -> None:
+    """Q8: a manual lift ends the suspension, bumps the revision and is recorded in the ledger."""
+    model = await seeded()
+    settings = load_settings(home=tmp_path)
+    before = await aload_state(model)
+    decision = await admin.alift(
+        model, "a", "fixed upstream", "alice", T0 + HOUR, settings=settings
+    )
+    assert (decision.kind.value, decision.actor, decision.reason) == (
+        "lifted",
+        "alice",
+        "fixed upstream",
+    )
+    after = await aload_state(model)
+    assert after.revision == before.revision + 1
+    assert after.providers["a"].suspended_until is None
+    assert (await admin.aignore(model, T0 + HOUR)) == []
+    frame = Ledger(settings.resolved_ledger_url).decisions_frame(model)
+    assert list(frame["kind"]) == ["lifted"] and list(frame["actor"]) == ["alice"]
+
+
+@pytest.mark.parametrize(
+    ("model_kind", "tag", "error", "message"),
+    [
+        ("unknown", "a", UnknownModelError, "no quarantine state stored"),
+        ("seeded", "zz", UnknownTagError, "no endpoint 'zz'"),
+        ("seeded", "b", NotSuspendedError, "not suspended"),
+    ],
+    ids=["unknown-model", "unknown-tag", "not-suspended"],
+)
+async def test_q8_bad_lifts_are_clear_errors_without_state_change(
+    tmp_path: Path, model_kind: str, tag: str, error: type[Exception], message: str
+) -> None:
+    """Q8: unknown model, unknown tag, or an endpoint that is not suspended: clear error, no change."""
+    model = await seeded() if model_kind == "seeded" else new_model()
+    before = await aload_state(model)
+    settings = load_settings(home=tmp_path)
+    with pytest.raises(error, match=message):
+        await admin.alift(model, tag, "why", "alice", T0 + HOUR, settings=settings)
+    assert await aload_state(model) == before
+    assert not (tmp_path / "ledger.db").exists()
+
+
+async def test_o4_status_of_an_unknown_model_is_a_clear_error() -> None:
+    """O4: asking for the status of a model without state names the model."""
+    model = new_model()
+    with pytest.raises(UnknownModelError, match=model):
+        await admin.astatus(model, T0)
+
+
+async def test_q7b_admin_exclusions_reach_the_status_ignore_list() -> None:
+    """Q7b/O4: an exclusion added by an admin is in the next status; removing it takes it out."""
+    model = await seeded()
+    await admin.aadd_exclusion(model, "b", "incident 7", "ops", T0, until=T0 + DAY)
+    assert (await admin.astatus(model, T0 + HOUR)).to_json()["ignore"] == ["a", "b"]
+    await admin.aremove_exclusion(model, "b", "ops", T0 + 2 * HOUR)
+    assert (await admin.astatus(model, T0 + 2 * HOUR)).to_json()["ignore"] == ["a"]
+
+
+def test_q8_sync_admin_wrappers(tmp_path: Path) -> None:
+    """Q8: the sync status and lift wrappers work outside an event loop."""
+    from prefect.utilities.asyncutils import run_coro_as_sync
+
+    model = run_coro_as_sync(seeded())
+    assert model is not None
+    assert admin.status(model, T0 + HOUR).providers["a"].state.value == "suspended"
+    admin.lift(model, "a", "ok", "bob", T0 + HOUR, settings=load_settings(home=tmp_path))
+    assert admin.status(model, T0 + HOUR).providers["a"].state.value == "active"
