@@ -19,6 +19,9 @@ def serve(
     no_events: bool = typer.Option(
         False, "--no-events", help="Do not write request/attempt events to the ledger."
     ),
+    no_quarantine: bool = typer.Option(
+        False, "--no-quarantine", help="Demo/bench only: pass no provider.ignore (no Prefect API)."
+    ),
     log_level: str = typer.Option("warning", "--log-level"),
 ) -> None:
     """Serve POST /v1/chat/completions, GET /metrics and GET /healthz on HOST:PORT."""
@@ -35,7 +38,12 @@ def serve(
         typer.echo("error: no client keys: set CANARY_GATEWAY_KEYS (comma-separated)", err=True)
         raise typer.Exit(2)
     try:
-        router = build_router(settings, contracts_dir=contracts, events=not no_events)
+        from routing.exclusions import static_source
+
+        source = static_source() if no_quarantine else None
+        router = build_router(
+            settings, contracts_dir=contracts, events=not no_events, ignore_source=source
+        )
     except ContractError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

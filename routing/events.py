@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import json
 import threading
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,52 @@ class RequestEvent(_RoutingBase, table=True):
     stream: bool = False
 
 
+@dataclass(slots=True)
+class AttemptRecord:
+    operation_id: str
+    attempt_id: str
+    attempt_index: int
+    workload: str
+    route_id: str
+    model: str
+    provider: str | None = None  # who served it (the response's `provider`)
+    failure_class: str | None = None  # None = accepted
+    reason: str | None = None
+    status_code: int | None = None
+    http_success: bool = False  # the upstream said 200 (whatever acceptance then said)
+    latency_ms: float = 0.0
+    ttft_ms: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    fallback_reason: str | None = None  # why this attempt is not the first choice
+    validation: str | None = None  # "accepted" | rejection reason | None (no response)
+    circuit_state: str = "closed"
+    hedged: bool = False
+    cancelled: bool = False
+    waited_s: float = 0.0  # backoff / Retry-After slept before this attempt
+    at: datetime = field(default_factory=utcnow)
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    operation_id: str
+    workload: str
+    contract_version: int
+    outcome: str  # "accepted" or a failure class
+    reason: str | None = None
+    final_route: str | None = None
+    final_provider: str | None = None
+    attempts: int = 0
+    fallbacks: int = 0
+    latency_ms: float = 0.0
+    cost_usd: float = 0.0  # every attempt, hedged losers included
+    prompt_sha256: str = ""
+    output_sha256: str | None = None
+    stream: bool = False
+    at: datetime = field(default_factory=utcnow)
+
+
 class EventLog:
     """Buffered writer of routing events to a SQLAlchemy URL."""
 
@@ -106,23 +153,23 @@ class EventLog:
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
         self.engine: Engine = create_engine(url, **kwargs)
         ROUTING_METADATA.create_all(self.engine)
-        self._buffer: list[_RoutingBase] = []
+        self._buffer: list[AttemptRecord | RequestRecord] = []
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"EventLog({self.engine.url.render_as_string(hide_password=True)!r})"
 
-    def emit(self, event: _RoutingBase) -> None:
-        self._buffer.append(event)
+    def emit(self, record: AttemptRecord | RequestRecord) -> None:
+        """O(1) on the request path; the ORM row is built on the flush thread."""
+        self._buffer.append(record)
 
     def flush(self) -> int:
         with self._lock:
             batch, self._buffer = self._buffer, []
             if not batch:
                 return 0
-            # the router may still read these objects: never expire or keep them bound
             with Session(self.engine, expire_on_commit=False) as session:
-                session.add_all(batch)
+                session.add_all(_row(r) for r in batch)
                 session.commit()
                 session.expunge_all()
             return len(batch)
@@ -144,3 +191,8 @@ class EventLog:
     def close(self) -> None:
         self.flush()
         self.engine.dispose()
+
+
+def _row(record: AttemptRecord | RequestRecord) -> _RoutingBase:
+    table: type[_RoutingBase] = AttemptEvent if isinstance(record, AttemptRecord) else RequestEvent
+    return table(**asdict(record))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from routing.events import AttemptEvent, RequestEvent
+from routing.events import AttemptRecord, RequestRecord
 
 
 class RouterMetrics:
@@ -71,7 +71,7 @@ class RouterMetrics:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64), registry=r,
         )  # fmt: skip
 
-    def observe_attempt(self, ev: AttemptEvent) -> None:
+    def observe_attempt(self, ev: AttemptRecord) -> None:
         result = "accepted" if ev.failure_class is None else ev.failure_class
         self.attempts.labels(ev.workload, ev.route_id, result).inc()
         if ev.fallback_reason:
@@ -84,7 +84,7 @@ class RouterMetrics:
             self.ambiguous.labels(ev.workload).inc()
         self.cost.labels(ev.workload).inc(max(0.0, ev.cost_usd))
 
-    def observe_request(self, ev: RequestEvent) -> None:
+    def observe_request(self, ev: RequestRecord) -> None:
         self.requests.labels(ev.workload, ev.outcome).inc()
         if ev.outcome == "deadline_exhausted":
             self.deadline.labels(ev.workload).inc()

@@ -48,7 +48,7 @@ from routing.errors import (
     PermanentRequestError,
     RoutingError,
 )
-from routing.events import AttemptEvent, EventLog, RequestEvent, sha256_text
+from routing.events import AttemptRecord, EventLog, RequestRecord, sha256_text
 from routing.exclusions import IgnoreSource
 from routing.metrics import RouterMetrics
 from routing.response import Completion
@@ -74,7 +74,7 @@ class RouterResult:
     route: Route
     completion: Completion
     accepted: Accepted | None
-    attempts: list[AttemptEvent]
+    attempts: list[AttemptRecord]
     head: str = ""  # streaming: the checked start, not yet sent
     rest: AsyncIterator[str] | None = None  # streaming: the remaining content pieces
     finish: Callable[[str | None, str], Awaitable[None]] | None = None  # streaming: record the end
@@ -93,7 +93,7 @@ class _Request:
     started: float
     deadline: Deadline
     stream: bool
-    attempts: list[AttemptEvent] = field(default_factory=list)
+    attempts: list[AttemptRecord] = field(default_factory=list)
     cost_usd: float = 0.0
 
 
@@ -401,7 +401,7 @@ class Router:
         req.cost_usd += cost
         c = res.classification
         index = len(req.attempts)
-        ev = AttemptEvent(
+        ev = AttemptRecord(
             operation_id=req.operation_id, attempt_id=f"{req.operation_id}.{index}", attempt_index=index,
             workload=req.contract.workload, route_id=res.route.id, model=res.route.model, provider=comp.provider,
             failure_class=None if c is None else c.failure_class.value, reason=None if c is None else c.reason,
@@ -424,7 +424,7 @@ class Router:
         route: Route | None,
         comp: Completion | None,
     ) -> None:
-        ev = RequestEvent(
+        ev = RequestRecord(
             operation_id=req.operation_id, workload=req.contract.workload, contract_version=req.contract.version,
             outcome=outcome, reason=reason, final_route=route.id if route else None,
             final_provider=comp.provider if comp else None, attempts=len(req.attempts),

@@ -93,7 +93,8 @@ class UpstreamCall:
         `assembler.completion.done` False (a cut). Raises httpx errors as they come.
         """
         assert self._response is not None, "start() first"
-        async for line in self._response.aiter_lines():
+        lines = self._response.aiter_lines()
+        async for line in lines:
             if not line or line.startswith(":"):
                 continue
             if not line.startswith("data:"):
@@ -101,6 +102,9 @@ class UpstreamCall:
             data = line[5:].strip()
             if data == "[DONE]":
                 self.assembler.finish()
+                # read to the end of the body so the connection goes back to the pool
+                async for _ in lines:
+                    pass
                 return
             try:
                 chunk = json.loads(data)

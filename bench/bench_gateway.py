@@ -1,0 +1,217 @@
+"""Gateway overhead: the same chat request sent to the fleet directly and through the gateway.
+
+Starts its own fleet (`canary fleet serve`, a one-endpoint scenario with no scripted delay)
+and its own gateway (`canary gateway serve --no-quarantine`, events on, into a temp ledger),
+both as subprocesses on free loopback ports, then measures side by side in one run:
+latency p50/p99 at 1 and 50 concurrent requests and requests per second.
+
+    .venv/bin/python bench/bench_gateway.py [--requests 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = "bench/echo"
+SCENARIO = {
+    "name": "bench",
+    "seed": 1,
+    "time_scale": 1.0,
+    "models": [
+        {
+            "id": MODEL,
+            "context_length": 32768,
+            "endpoints": [
+                {
+                    "tag": "echo-a",
+                    "provider_name": "EchoA",
+                    "timing": {"ttft_s": 0.0, "tokens_per_s": 1000000, "jitter": 0.0},
+                }
+            ],
+        }
+    ],
+}
+ROUTES = {
+    "version": 1,
+    "routes": [
+        {
+            "id": "echo",
+            "model": MODEL,
+            "context_length": 32768,
+            "tools": True,
+            "schema_modes": ["json_schema"],
+            "latency_p50_ms": 10,
+        }
+    ],
+    "groups": {g: ["echo"] for g in ("text", "schema", "tools", "vision", "long_context")},
+}
+BODY = {
+    "model": MODEL,
+    "messages": [{"role": "user", "content": "Continue the scene: the lantern flickers."}],
+    "max_tokens": 60,
+}
+
+
+def _start(
+    cmd: list[str], env: dict[str, str], pattern: str
+) -> tuple[subprocess.Popen[bytes], str]:
+    log = tempfile.NamedTemporaryFile(prefix="bench-", suffix=".log", delete=False)  # noqa: SIM115
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        match = re.search(pattern, Path(log.name).read_text(errors="replace"))
+        if match:
+            return proc, match.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError(Path(log.name).read_text())
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"did not start: {' '.join(cmd)}")
+
+
+async def _run(
+    url: str, headers: dict[str, str], body: dict, n: int, concurrency: int
+) -> tuple[list[float], float]:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+
+        async def one() -> float:
+            t0 = time.perf_counter()
+            if body.get("stream"):
+                async with client.stream("POST", url, json=body, headers=headers) as r:
+                    async for _ in r.aiter_bytes():
+                        pass
+                    assert r.status_code == 200, r.status_code
+            else:
+                r = await client.post(url, json=body, headers=headers)
+                assert r.status_code == 200, r.text[:300]
+            return time.perf_counter() - t0
+
+        for _ in range(20):  # warm-up: connections, caches
+            await one()
+        sem = asyncio.Semaphore(concurrency)
+
+        async def bounded() -> float:
+            async with sem:
+                return await one()
+
+        t0 = time.perf_counter()
+        lat = await asyncio.gather(*(bounded() for _ in range(n)))
+        return list(lat), n / (time.perf_counter() - t0)
+
+
+def _pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=400)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
+    (tmp / "scenario.yaml").write_text(yaml.safe_dump(SCENARIO))
+    contracts = tmp / "contracts"
+    contracts.mkdir()
+    (contracts / "schemas").mkdir()
+    for src in (ROOT / "routing" / "contracts").glob("*.yaml"):
+        if src.name != "routes.yaml":
+            (contracts / src.name).write_text(src.read_text())
+    for src in (ROOT / "routing" / "contracts" / "schemas").glob("*.json"):
+        (contracts / "schemas" / src.name).write_text(src.read_text())
+    (contracts / "routes.yaml").write_text(yaml.safe_dump(ROUTES))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "CANARY_HOME": str(tmp)}
+    py = sys.executable
+    fleet, fleet_url = _start(
+        [
+            py,
+            "-m",
+            "canary.cli",
+            "fleet",
+            "serve",
+            "--scenario",
+            str(tmp / "scenario.yaml"),
+            "--port",
+            "0",
+        ],
+        env,
+        r"at (http://[\d.:]+/api/v1)",
+    )
+    key = "fleet-local-key"
+    genv = {
+        **env,
+        "CANARY_BASE_URL": fleet_url,
+        "CANARY_API_KEY": os.environ.get("CANARY_FLEET_KEY", key),
+        "CANARY_GATEWAY_KEYS": "bench-key",
+    }
+    try:
+        gateway, gw_url = _start(
+            [
+                py,
+                "-m",
+                "canary.cli",
+                "gateway",
+                "serve",
+                "--port",
+                "0",
+                "--contracts",
+                str(contracts),
+                "--no-quarantine",
+            ],
+            genv,
+            r"at (http://[\d.:]+/v1)",
+        )
+    except Exception:
+        fleet.terminate()
+        raise
+    try:
+        direct = (
+            f"{fleet_url}/chat/completions",
+            {"Authorization": f"Bearer {genv['CANARY_API_KEY']}"},
+            {**BODY, "stream": True},
+        )
+        via = (
+            f"{gw_url}/chat/completions",
+            {"Authorization": "Bearer bench-key", "X-Workload": "chat"},
+            BODY,
+        )
+        rows = []
+        for conc in (1, 50):
+            n = args.requests if conc > 1 else max(100, args.requests // 2)
+            d_lat, d_rps = asyncio.run(_run(*direct, n, conc))
+            g_lat, g_rps = asyncio.run(_run(*via, n, conc))
+            rows.append((conc, n, d_lat, d_rps, g_lat, g_rps))
+        print(
+            f"gateway overhead (fleet direct, streamed, vs through the gateway, non-stream; {os.cpu_count()} CPUs)"
+        )
+        print(
+            f"{'conc':>4} {'n':>5} | {'direct p50':>10} {'p99':>8} {'req/s':>7} | {'gateway p50':>11} {'p99':>8} {'req/s':>7} | {'added p50':>9} {'added p99':>9}"
+        )
+        for conc, n, d, drps, g, grps in rows:
+            dp50, dp99, gp50, gp99 = _pct(d, 50), _pct(d, 99), _pct(g, 50), _pct(g, 99)
+            print(
+                f"{conc:>4} {n:>5} | {dp50:>8.2f}ms {dp99:>6.2f}ms {drps:>7.0f} | {gp50:>9.2f}ms {gp99:>6.2f}ms {grps:>7.0f} | {gp50 - dp50:>7.2f}ms {gp99 - dp99:>7.2f}ms"
+            )
+    finally:
+        for proc in (gateway, fleet):
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+if __name__ == "__main__":
+    main()
