@@ -44,6 +44,8 @@ __all__ = [
     "aignore_list",
     "aread_runtime_exclusions",
     "aremove_runtime_exclusion",
+    "covers",
+    "excluded_by_layers",
     "ignore_list",
     "ignore_tags",
     "load_builtin",
@@ -109,6 +111,22 @@ def merge_ignore(
     for entry in sorted(found, key=lambda e: (e.tag, _PRECEDENCE[e.layer])):
         best.setdefault(entry.tag, entry)
     return [best[tag] for tag in sorted(best)]
+
+
+def covers(entries: Sequence[IgnoreEntry], tag: str) -> bool:
+    """Whether `tag` ("provider/variant") is excluded by an entry (full tag or base slug)."""
+    slugs = {e.tag for e in entries}
+    return tag in slugs or tag.split("/", 1)[0] in slugs
+
+
+def excluded_by_layers(
+    entries: Sequence[IgnoreEntry],
+    tags: Sequence[str],
+    layers: Sequence[Layer] = (Layer.BUILTIN, Layer.INCIDENT),
+) -> frozenset[str]:
+    """Of `tags`, those excluded by `layers`: the round report's `excluded_tags` (Q4)."""
+    chosen = [e for e in entries if e.layer in layers]
+    return frozenset(t for t in tags if covers(chosen, t))
 
 
 def ignore_tags(entries: Sequence[IgnoreEntry]) -> list[str]:

@@ -10,7 +10,7 @@ import hashlib
 import re
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -163,3 +163,21 @@ class Decision(BaseModel):
     evidence: tuple[str, ...] = ()  # failing reasons of the rounds that caused it
     round_ids: tuple[str, ...] = ()
     actor: str | None = None  # who, for manual decisions
+
+    @property
+    def significant(self) -> bool:
+        """Worth an admin notification (Q8); expiry and forgiveness are routine."""
+        return self.kind not in (DecisionKind.EXPIRED, DecisionKind.FORGIVEN)
+
+    def event(self) -> dict[str, Any]:
+        """Keyword arguments for `prefect.events.emit_event` (pure; the caller emits)."""
+        resource = {
+            "prefect.resource.id": f"canary.endpoint.{self.model}.{self.tag or '*'}",
+            "prefect.resource.name": self.tag or self.model,
+            "canary.model": self.model,
+        }
+        return {
+            "event": f"canary.provider.{self.kind.value}",
+            "resource": resource,
+            "payload": self.model_dump(mode="json"),
+        }

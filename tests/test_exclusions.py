@@ -27,6 +27,8 @@ from quarantine.exclusions import (
     aignore_list,
     aread_runtime_exclusions,
     aremove_runtime_exclusion,
+    covers,
+    excluded_by_layers,
     ignore_list,
     ignore_tags,
     merge_ignore,
@@ -152,6 +154,23 @@ def test_q7c_canary_layer_only_in_enforce_mode_and_only_until_the_end() -> None:
     assert ignore_tags(merge_ignore(MODEL, [], [], enforce, at)) == ["a"]
     assert ignore_tags(merge_ignore(MODEL, [], [], enforce, at + DAY)) == []
     assert merge_ignore(MODEL, [], [], observe, at) == []
+
+
+def test_q4_round_report_exclusions_cover_base_slugs_and_skip_the_canary_layer(
+    tmp_path: Path,
+) -> None:
+    """Q4/Q7: excluded_by_layers finds endpoints covered by a base slug or tag, not by suspensions."""
+    builtin = load_builtin(write(tmp_path, GOOD))
+    state, _ = run([{"sick/fp8": F}] * 2)
+    entries = merge_ignore(MODEL, builtin, [_runtime("inc/fp8")], state, T0 + HALF_HOUR)
+    tags = ["filterco/fp8", "filterco/bf16", "badhost/fp4", "badhost/fp8", "inc/fp8", "sick/fp8"]
+    assert excluded_by_layers(entries, tags) == {
+        "filterco/fp8",
+        "filterco/bf16",
+        "badhost/fp4",
+        "inc/fp8",
+    }
+    assert covers(entries, "sick/fp8") and not covers(entries, "badhost/fp8")
 
 
 def new_model() -> str:

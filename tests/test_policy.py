@@ -362,3 +362,15 @@ def test_policy_config_from_settings_uses_the_quarantine_section() -> None:
     assert (c.floor, c.fail_rounds, c.clean_rounds, c.ladder_days, c.forget_after_days) == (
         3, 4, 2, (2.0, 5.0), 10.0
     )  # fmt: skip
+
+
+def test_q8_decision_event_names_the_kind_and_endpoint() -> None:
+    """Q8: a decision maps to a Prefect event `canary.provider.<kind>` carrying the whole decision."""
+    state, decisions = run([{"a": F}, {"a": F}])
+    event = decisions[0].event()
+    assert event["event"] == "canary.provider.suspended"
+    assert event["resource"]["prefect.resource.id"] == f"canary.endpoint.{MODEL}.a"
+    assert event["payload"]["round_ids"] == ["r0", "r1"]
+    assert decisions[0].significant
+    _, expired = run([{"a": Z}], state=state, start=T0 + 2 * DAY)
+    assert not expired[0].significant
