@@ -51,11 +51,18 @@ MIN_SENTENCE_LETTERS_SPACELESS = 8
 # A sentence counts as foreign when lingua's top language is not the target with at least this
 # confidence (lingua's confidences over the 17 languages sum to 1).
 FOREIGN_CONFIDENCE = 0.6
+# ... or when lingua gives the target language at most this (sure it is not the target, even
+# if it spreads the rest over several neighbours: "I see the problem," -> en 0.41, id 0.02).
+FOREIGN_TARGET_MAX = 0.1
 # Letter-weighted shares of judged sentences: >= SWITCH_SHARE foreign is a whole-reply switch,
 # >= MIXING_SHARE (and at least MIN_FOREIGN_SENTENCES of them) is sustained mixing.
 SWITCH_SHARE = 0.8
 MIXING_SHARE = 0.2
 MIN_FOREIGN_SENTENCES = 2
+# One sentence is enough when lingua is near-certain about it and it holds a quarter of the
+# reply (a quoted foreign phrase is short; a swapped-in sentence is not).
+STRONG_FOREIGN_CONFIDENCE = 0.9
+STRONG_FOREIGN_SHARE = 0.25
 # Letters outside the locale's scripts: >= this share of all letters is a switch of script.
 FOREIGN_SCRIPT_SHARE = 0.5
 # Close-pair word signal: clean Portuguese scores <= ~0.016 on Spanish markers; portunhol
@@ -193,7 +200,7 @@ def check_language(text: str, locale: str) -> Outcome:
         else MIN_SENTENCE_LETTERS
     )
     segs = _merge_short(sentences(t, spaceless_thai=spec.code == "th"), sent_min)
-    judged = foreign = foreign_n = 0
+    judged = foreign = foreign_n = strong = 0
     by_lang: Counter[str] = Counter()
     for seg in segs:
         n = letter_count(seg)
@@ -202,9 +209,13 @@ def check_language(text: str, locale: str) -> Outcome:
         lab = _label(seg, target)
         judged += n
         by_lang[lab.language] += n
-        if lab.language != target.name and lab.confidence >= FOREIGN_CONFIDENCE:
+        if lab.language != target.name and (
+            lab.confidence >= FOREIGN_CONFIDENCE or lab.target_confidence <= FOREIGN_TARGET_MAX
+        ):
             foreign += n
             foreign_n += 1
+            if lab.confidence >= STRONG_FOREIGN_CONFIDENCE:
+                strong = max(strong, n)
     hits, nwords = _marker_stats(t, spec)
     marker_share = round(hits / nwords, CONFIDENCE_DECIMALS) if nwords else 0.0
     foreign_share = round(foreign / judged, CONFIDENCE_DECIMALS) if judged else 0.0
@@ -228,6 +239,10 @@ def check_language(text: str, locale: str) -> Outcome:
         return _out(OutcomeStatus.FAIL, "language_switch", locale, {**ev, "detected": top})
     if foreign_share >= MIXING_SHARE and foreign_n >= MIN_FOREIGN_SENTENCES:
         return _out(OutcomeStatus.FAIL, "language_mixing", locale, ev)
+    if round(strong / judged, CONFIDENCE_DECIMALS) >= STRONG_FOREIGN_SHARE:
+        return _out(
+            OutcomeStatus.FAIL, "language_mixing", locale, {**ev, "signal": "strong_sentence"}
+        )
     if hits >= MIN_MARKER_WORDS and marker_share >= MARKER_SHARE:
         return _out(OutcomeStatus.FAIL, "language_mixing", locale, {**ev, "signal": "marker_words"})
     if (

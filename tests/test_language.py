@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from probes.language import MIN_LETTERS, check_language, detector
 from probes.locale_spec import LOCALES
@@ -110,6 +112,38 @@ def test_c7_pt_with_spanish_sentences_caught(fraction: float) -> None:
     rate = _rate(_pt_mixed(fraction))
     print(f"pt-BR + {fraction:.0%} es sentences: caught {rate:.3f}")
     assert rate >= 0.95
+
+
+def test_c7_pt_light_mixing_reported() -> None:
+    """C7: 10%/20% Spanish sentences are caught less often than 30% (rates are reported)."""
+    _available("pt-BR", "es")
+    light = {f: _rate(_pt_mixed(f)) for f in (0.1, 0.2, 0.3)}
+    print("pt-BR + es sentences caught:", {f"{f:.0%}": round(r, 3) for f, r in light.items()})
+    assert 0.5 <= light[0.1] <= light[0.3]
+
+
+# Mixing in other pairs: half of the sentences swapped (floor, rates printed).
+OTHER_MIXES = [
+    ("uk", "ru"), ("ru", "uk"), ("it", "es"), ("es", "it"), ("en", "fr"), ("id", "en"),
+    ("ja", "zh-Hans"), ("zh-Hans", "ja"), ("de", "en"), ("fr", "en"), ("vi", "en"),
+    ("ar", "en"), ("th", "en"), ("ko", "en"), ("pl", "ru"),
+]  # fmt: skip
+
+
+def test_c7_other_pairs_half_mixed_mostly_caught() -> None:
+    """C7: replies with 50% of sentences in another language fail in >= 85% for every pair."""
+    _available(*{loc for pair in OTHER_MIXES for loc in pair})
+    rng = random.Random(SEED)
+    rates = {}
+    for locale, source in OTHER_MIXES:
+        donor = [d for d in donor_sentences(load_clean(source), min_words=1) if len(d) >= 15]
+        out = [
+            check_language(mix_sentences(t, donor, 0.5, rng, thai=locale == "th"), locale).status
+            for t in load_clean(locale)
+        ]
+        rates[f"{locale}+{source}"] = round(_rate(out), 3)
+    print("50% mixed, caught:", rates)
+    assert min(rates.values()) >= 0.85
 
 
 def test_c7_es_with_portuguese_sentences_caught() -> None:
@@ -277,6 +311,17 @@ def test_c7_ten_megabyte_reply_bounded_time() -> None:
     assert time.monotonic() - start < 10
     assert o.status is PASS
     assert o.evidence["letters"] <= 8_000
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(max_size=300), locale=st.sampled_from(sorted(LOCALES)))
+def test_c7_arbitrary_text_gives_a_typed_outcome(text: str, locale: str) -> None:
+    """C7: any string (surrogates, controls, emoji) yields a LANGUAGE outcome, never a crash."""
+    o = check_language(text, locale)
+    assert o.contract is Contract.LANGUAGE
+    assert o.status in (PASS, FAIL, INCONCLUSIVE)
+    if letter_count(text) < 15 and o.status is FAIL:
+        assert o.reason == "encoding_corruption"
 
 
 def test_c7_min_letters_boundary() -> None:

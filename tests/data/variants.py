@@ -55,9 +55,11 @@ def donor_sentences(texts: tuple[str, ...], min_words: int = 4) -> list[str]:
     return [s for t in texts for s in sentences(t) if len(s.split()) >= min_words]
 
 
-def mix_sentences(base: str, donor: list[str], fraction: float, rng: random.Random) -> str:
+def mix_sentences(
+    base: str, donor: list[str], fraction: float, rng: random.Random, *, thai: bool = False
+) -> str:
     """`base` with ceil(fraction * n) of its n sentences (at least 1) replaced by donor ones."""
-    parts = sentences(base)
+    parts = sentences(base, spaceless_thai=thai)
     k = min(len(parts), max(1, math.ceil(fraction * len(parts) - 1e-9)))
     for i in rng.sample(range(len(parts)), k):
         parts[i] = rng.choice(donor)
