@@ -1,0 +1,208 @@
+"""How one planned reply goes on the wire: the SSE stream (keep-alives while
+waiting, word chunks at the scripted rate, usage chunk, `[DONE]`, or a cut /
+in-band error tail), the non-streamed body, pre-token errors and resets."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import socket
+import struct
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from fleet import wire
+from fleet.behaviour import Plan, PreError
+from fleet.scenario import ModelSpec
+
+MIN_WRITE_INTERVAL_S = 0.05
+RAW_SEND = "fleet.raw_send"
+
+
+def error_response(
+    status: int,
+    message: str,
+    error_type: str | None = None,
+    headers: dict[str, str] | None = None,
+    **meta: Any,
+) -> JSONResponse:
+    return JSONResponse(
+        wire.envelope(status, message, error_type, **meta), status_code=status, headers=headers
+    )
+
+
+class ResetResponse(Response):
+    """Close the TCP connection with a RST before any response byte."""
+
+    def __init__(self) -> None:
+        super().__init__(status_code=502)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get(RAW_SEND)
+        cycle = getattr(raw, "__self__", None)
+        transport = getattr(cycle, "transport", None)
+        if cycle is None or transport is None:  # not under uvicorn: degrade to a 502
+            await error_response(502, "connection reset", "provider_unavailable")(
+                scope, receive, send
+            )
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
+        cycle.disconnected = True
+
+
+def _base(plan: Plan, model: ModelSpec, gen_id: str) -> dict[str, Any]:
+    return {
+        "id": gen_id,
+        "created": int(time.time()),
+        "model": model.id,
+        "provider": plan.served_as,
+    }
+
+
+def _tool_deltas(plan: Plan) -> list[dict[str, Any]]:
+    assert plan.tool_calls
+    call = plan.tool_calls[0]
+    args = call["function"]["arguments"]
+    first = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "index": 0,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""},
+            }
+        ],
+    }
+    pieces = [args[i : i + 16] for i in range(0, len(args), 16)] or [""]
+    return [first] + [{"tool_calls": [{"index": 0, "function": {"arguments": p}}]} for p in pieces]
+
+
+async def stream_reply(
+    plan: Plan,
+    model: ModelSpec,
+    gen_id: str,
+    scale: float,
+    images: int,
+    entry: dict[str, Any],
+    started: float,
+) -> AsyncIterator[bytes]:
+    loop = asyncio.get_running_loop()
+    base = _base(plan, model, gen_id)
+    yield wire.KEEPALIVE
+    keepalive_s = max(0.01, 1.0 * scale)
+    deadline = started + plan.delay_s
+    while (left := deadline - loop.time()) > 0:
+        await asyncio.sleep(min(left, keepalive_s))
+        if deadline - loop.time() > 0:
+            yield wire.KEEPALIVE
+    if plan.tool_calls:
+        deltas = _tool_deltas(plan)
+    elif plan.chunks:
+        deltas = [{"content": c} for c in plan.chunks]
+        deltas[0] = {"role": "assistant", **deltas[0]}
+    else:
+        deltas = [{"role": "assistant", "content": ""}]
+    stop_at = plan.tail_at if plan.tail != "done" else len(deltas)
+    encoder = wire.ChunkEncoder(base)
+    start = loop.time()
+    i = 0
+    while i < stop_at:
+        now = loop.time()
+        batch = bytearray()
+        while i < stop_at and start + i * plan.gap_s <= now + 1e-6:
+            last = i == len(deltas) - 1
+            delta = deltas[i]
+            if not last and len(delta) == 1 and "content" in delta:
+                batch += encoder.content(delta["content"])
+            else:
+                batch += wire.sse(wire.chunk(base, delta, plan.finish_reason if last else None))
+            i += 1
+        if batch:
+            yield bytes(batch)
+        if i < stop_at:
+            # wake for the next token, but at most every MIN_WRITE_INTERVAL_S (tokens due
+            # meanwhile go out together), and never later than the last token is due
+            now = loop.time()
+            wake = min(
+                max(start + i * plan.gap_s, now + MIN_WRITE_INTERVAL_S),
+                start + (stop_at - 1) * plan.gap_s,
+            )
+            await asyncio.sleep(max(0.0, wake - now))
+    if plan.tail == "cut":
+        entry["outcome"] = "cut"
+        return
+    if plan.tail == "midstream_error":
+        entry["outcome"] = "midstream_error"
+        err = wire.chunk(base, {"content": ""}, "error", error=plan.midstream_error)
+        yield wire.sse(err)
+        return
+    yield wire.sse(
+        {
+            **base,
+            "object": "chat.completion.chunk",
+            "choices": [],
+            "usage": wire.usage(plan.prompt_tokens, plan.completion_tokens, plan.cost(images)),
+        }
+    )
+    yield wire.DONE
+    entry["outcome"] = "done"
+
+
+async def complete_reply(
+    plan: Plan, model: ModelSpec, gen_id: str, images: int, entry: dict[str, Any], started: float
+) -> Response:
+    loop = asyncio.get_running_loop()
+    finish = started + plan.delay_s + len(plan.chunks) * plan.gap_s
+    await asyncio.sleep(max(0.0, finish - loop.time()))
+    if plan.tail == "cut":
+        entry["outcome"] = "cut"
+        return ResetResponse()
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": None if plan.tool_calls else plan.content,
+        "refusal": None,
+    }
+    if plan.tool_calls:
+        message["tool_calls"] = plan.tool_calls
+    choice: dict[str, Any] = {
+        "index": 0,
+        "logprobs": None,
+        "finish_reason": plan.finish_reason,
+        "native_finish_reason": plan.finish_reason,
+        "message": message,
+    }
+    if plan.tail == "midstream_error":
+        message["content"] = "".join(plan.chunks[: plan.tail_at])
+        choice.update(
+            finish_reason="error", native_finish_reason="error", error=plan.midstream_error
+        )
+    entry["outcome"] = "midstream_error" if plan.tail == "midstream_error" else "done"
+    body = {
+        **_base(plan, model, gen_id),
+        "object": "chat.completion",
+        "choices": [choice],
+        "usage": wire.usage(plan.prompt_tokens, plan.completion_tokens, plan.cost(images)),
+    }
+    return JSONResponse(body)
+
+
+def pre_error_response(err: PreError) -> Response:
+    if err.reset:
+        return ResetResponse()
+    headers = (
+        {"Retry-After": str(math.ceil(err.retry_after_s))}
+        if err.retry_after_s is not None
+        else None
+    )
+    return error_response(err.status, err.message, err.error_type, headers=headers, **err.metadata)
