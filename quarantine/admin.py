@@ -1,8 +1,9 @@
 """What admin flows and the CLI call: status, manual lift, runtime exclusions, ignore list.
 
 Every function takes `now` (the caller reads the clock, never this module's pure parts) and an
-optional `settings`. A manual lift is written to the state (serialised, revision-checked),
-then to the ledger, then emitted as the Prefect event `canary.provider.lifted` (Q8).
+optional `settings`. A manual lift is written to the state (serialised, revision-checked) and
+then to the ledger (Q8); notifying is the caller's (flows/admin.py emits the events;
+`Decision.event()` gives the `emit_event` arguments).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from prefect.events import emit_event
 from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import BaseModel, Field
 
@@ -127,8 +127,6 @@ async def alift(
         ledger.record_decisions(decisions)
     finally:
         ledger.close()
-    for decision in decisions:
-        emit_event(**decision.event())
     return decisions[0]
 
 
