@@ -52,6 +52,11 @@ LANGUAGE_OF = {
     "zh-Hans": Language.CHINESE, "id": Language.INDONESIAN, "vi": Language.VIETNAMESE,
     "ar": Language.ARABIC, "th": Language.THAI,
 }  # fmt: skip
+SPANISH_ONLY = {
+    "usted", "con", "pero", "ella", "ahora", "entonces", "mucho", "yo", "noche", "puerta",
+    "llave", "ayer", "cuente", "verdad", "tiempo", "luces", "pueblo", "anochecer", "cosa",
+    "calle", "razón", "tenía", "una", "un", "donde", "principio", "viejo", "río",
+}  # fmt: skip
 CLEAN_ENGLISH = re.compile(r"^[\x20-\x7e’—…]*$")
 SCHEMA = {
     "type": "object",
@@ -138,11 +143,17 @@ def test_c9_startcorrupt_corrupts_about_19_of_20_starts(fleet: FleetHandle) -> N
 
 def test_c7_mixhost_mixes_spanish_into_portuguese_3_of_3(fleet: FleetHandle) -> None:
     """MixHost: 3 of 3 Portuguese replies carry whole Spanish sentences; an English prompt stays clean."""
+    spanish_words_in_portuguese = 0
     for reply in _texts(fleet, "mixhost/fp8", 3, "pt-BR"):
-        labels = [_lang(s) for s in _sentences(_content(reply))]
-        assert labels.count(Language.SPANISH) >= 2 and labels.count(Language.PORTUGUESE) >= 1, (
-            labels
-        )
+        sentences = _sentences(_content(reply))
+        labels = [_lang(s) for s in sentences]
+        assert labels.count(Language.SPANISH) >= 2, labels
+        assert labels.count(Language.PORTUGUESE) >= 1, labels
+        for sentence, label in zip(sentences, labels, strict=True):
+            words = set(re.findall(r"[^\W\d_]+", sentence.lower()))
+            if label == Language.PORTUGUESE and words & SPANISH_ONLY:
+                spanish_words_in_portuguese += 1
+    assert spanish_words_in_portuguese >= 2, "portunhol inside Portuguese sentences"
     english = _content(_texts(fleet, "mixhost/fp8", 1, "en")[0])
     assert _defects_of(english, "en", "stop") == []
 

@@ -203,3 +203,42 @@ def test_c3_slow_first_token_sends_keepalives(fleet: FleetHandle) -> None:
     assert head == b": OPENROUTER PROCESSING\n\n" * head.count(b":")
     assert head.count(b":") >= 10, "about one keep-alive per scaled second over 12 s"
     assert parse_sse(raw).done
+
+
+def test_timeouts_408_and_504_envelopes(fleet: FleetHandle) -> None:
+    """defect-zoo's timeout host answers 408 or 504 with `error_type` `timeout`."""
+    fleet.load("defect-zoo", time_scale=0.01)
+    statuses = set()
+    for _ in range(8):
+        r = fleet.chat({"model": LLAMA, "messages": PROMPT, **_pin("timeout/fp8")})
+        assert r.json()["error"]["metadata"]["error_type"] == "timeout"
+        statuses.add(r.status_code)
+    assert statuses == {408, 504}
+
+
+def test_openai_client_sees_rate_limit_with_retry_after(fleet: FleetHandle) -> None:
+    """The openai client maps the fleet's 429 to RateLimitError and exposes `Retry-After`."""
+    fleet.load("defect-zoo", time_scale=0.01)
+    client = openai.OpenAI(base_url=fleet.base_url, api_key=fleet.key, max_retries=0)
+    with pytest.raises(openai.RateLimitError) as info:
+        client.chat.completions.create(
+            model=LLAMA, messages=PROMPT, extra_body=_pin("firstfail/fp8")
+        )  # type: ignore[arg-type]
+    assert info.value.response.headers["retry-after"] == "1"
+    assert info.value.body == {
+        "code": 429,
+        "message": "Rate limit exceeded: too many requests to this provider",
+        "metadata": {"error_type": "rate_limit_exceeded"},
+    }
+    result = client.chat.completions.create(
+        model=LLAMA, messages=PROMPT, extra_body=_pin("firstfail/fp8")
+    )  # type: ignore[arg-type]
+    assert result.choices[0].finish_reason == "stop"
+
+
+def test_unknown_route_and_method_get_envelopes(fleet: FleetHandle) -> None:
+    """Unknown paths are a 404 envelope, a wrong method a 405 envelope."""
+    r = fleet.http.get(f"{fleet.base_url}/nothing/here")
+    assert r.status_code == 404 and r.json()["error"]["code"] == 404
+    r = fleet.http.get(f"{fleet.base_url}/chat/completions")
+    assert r.status_code == 405 and r.json()["error"]["code"] == 405
