@@ -87,7 +87,7 @@ def _start_defect(s: str, spec: LocaleSpec) -> str | None:
 def check_response_start(text: str, locale: str) -> Outcome:
     """Fail (`stray_start`) when the reply opens with stray punctuation or a token fragment."""
     spec = locale_spec(locale)
-    s = _lstrip_invisible(prepare(text[:200]))
+    s = _lstrip_invisible(prepare(text)[:200])
     if not s:
         return _out(OutcomeStatus.INCONCLUSIVE, "empty", locale, {})
     kind = _start_defect(s, spec)
@@ -110,6 +110,8 @@ CHAR_N = 8  # for text without spaces (ja/zh/th): ~2-4 words per 8 characters
 # The same token/character back to back this many times ("no no no ..." or "ああああ...").
 MAX_TOKEN_RUN = 10
 MAX_CHAR_RUN = 16
+# Any script: one letter 40 times in a row ("xxxx...") is a degenerate stream, not a scream.
+_LETTER_RUN = re.compile(r"([^\W\d_])\1{39}")
 # One sentence of >= 12 letters said 3 times, or any sentence 5 times, is a loop.
 LONG_SENTENCE_LETTERS = 12
 MAX_LONG_SENTENCE_REPEATS = 2
@@ -160,6 +162,7 @@ def check_repetition(text: str) -> Outcome:
         (len(grams) >= MIN_NGRAMS and ratio < MIN_DISTINCT_NGRAM_RATIO)
         or top_gram >= MAX_NGRAM_REPEATS
         or run >= max_run
+        or _LETTER_RUN.search(t) is not None
         or long_rep > MAX_LONG_SENTENCE_REPEATS
         or any_rep > MAX_SENTENCE_REPEATS
     )
@@ -268,7 +271,7 @@ def encoding_signals(text: str, spec: LocaleSpec) -> dict[str, int | bool]:
 def check_encoding(text: str, locale: str) -> Outcome:
     """Fail (`encoding_corruption`) on mojibake, U+FFFD, control characters, mixed-script words."""
     spec = locale_spec(locale)
-    if not text:
+    if not prepare(text):
         return _out(OutcomeStatus.INCONCLUSIVE, "empty", locale, {})
     sig = encoding_signals(text, spec)
     if any(sig.values()):

@@ -61,7 +61,11 @@ _NOISE = re.compile(r"https?://\S+|www\.\S+|`[^`]*`|\S+@\S+\.\w+")
 
 
 def prepare(text: str) -> str:
-    """The analysed part of a reply: capped, leading BOM removed, lone surrogates -> U+FFFD."""
+    """The analysed part of a reply: capped, leading BOM removed, lone surrogates -> U+FFFD.
+
+    TypeError for anything but `str` (bytes must be decoded by the caller, who knows how)."""
+    if not isinstance(text, str):
+        raise TypeError(f"reply text must be str, got {type(text).__name__}")
     t = text[:MAX_ANALYSED_CHARS]
     if t.startswith(BOM):
         t = t[1:]

@@ -212,3 +212,17 @@ def test_c9_locales_cover_rtl_and_spaceless() -> None:
     for loc, q in openers.items():
         assert loc in LOCALES
         assert check_response_start(q + "…", loc).status is PASS
+
+
+def test_c9_bad_input_typed_and_bounded() -> None:
+    """C9: a 10 MB reply is checked on its capped prefix quickly; non-str input is a TypeError."""
+    import time
+
+    big = "*She smiles.* " + "x" * 10_000_000
+    start = time.monotonic()
+    outs = check_reply(big, "en")
+    assert time.monotonic() - start < 10
+    assert [o.status for o in outs] == [PASS, FAIL, PASS]  # a 10 MB run of "x" is a loop
+    with pytest.raises(TypeError, match="bytes"):
+        check_reply(b"*She smiles.*", "en")  # type: ignore[arg-type]
+    assert check_encoding("\ufeff", "en").status is INCONCLUSIVE
