@@ -179,7 +179,7 @@ def test_c3_slowpoke_first_token_after_scripted_delay(fleet: FleetHandle) -> Non
             elif line.startswith("data: "):
                 ttft = time.monotonic() - start
                 break
-    assert ttft >= scripted * 0.97 and comments >= 5
+    assert ttft >= scripted * 0.97 and comments >= 3
 
 
 def test_c4_policywall_filters_every_reply_in_all_its_forms(fleet: FleetHandle) -> None:
