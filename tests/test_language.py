@@ -26,6 +26,7 @@ from tests.data.variants import (
     load_file,
     mix_sentences,
     mojibake,
+    portunhol,
     sprinkle_replacement,
 )
 
@@ -169,6 +170,30 @@ def test_c7_portunhol_caught() -> None:
     print(f"portunhol: caught {rate:.3f} of {len(texts)}")
     assert all(o.status is not PASS or o.reason == "ok" for o in out)
     assert rate >= 0.9
+
+
+def test_c7_light_portunhol_derived_caught() -> None:
+    """C7: Portuguese with one Spanish twin word per sentence fails in >= 90% of replies."""
+    _available("pt-BR")
+    rng = random.Random(SEED)
+    out = [check_language(portunhol(t, 1, rng), "pt-BR").status for t in load_clean("pt-BR")]
+    rate = _rate(out)
+    print(f"derived portunhol, 1 word per sentence: caught {rate:.3f}")
+    assert rate >= 0.9
+
+
+@pytest.mark.parametrize(
+    ("text", "script"),
+    [
+        ("वह मुस्कुराई और दरवाज़ा खोलकर बारिश को अंदर आने दिया। तुम वापस आ गए, उसने कहा।", "devanagari"),
+        ("היא חייכה ופתחה את הדלת כדי שהגשם ייכנס. חזרת, היא אמרה בשקט.", "hebrew"),
+        ("Εκείνη χαμογέλασε και άνοιξε την πόρτα για να μπει η βροχή. Γύρισες, είπε.", "greek"),
+    ],
+)
+def test_c7_reply_in_unwatched_script_is_a_switch(text: str, script: str) -> None:
+    """C7: a reply in a language outside the 17 (another script) fails as a switch."""
+    o = check_language(text, "en")
+    assert (o.status, o.reason, o.evidence["detected_script"]) == (FAIL, "language_switch", script)
 
 
 @pytest.mark.parametrize(("codec", "errors"), [("cp1252", "replace"), ("latin-1", "strict")])

@@ -66,6 +66,31 @@ def mix_sentences(
     return " ".join(parts)
 
 
+# Portuguese word -> the Spanish word a portunhol speaker slips in (test data, not a threshold).
+PT_TO_ES = {
+    "não": "no", "muito": "muy", "com": "con", "uma": "una", "um": "un", "você": "usted",
+    "também": "también", "mas": "pero", "ele": "él", "ela": "ella", "eu": "yo", "agora": "ahora",
+    "aqui": "aquí", "sempre": "siempre", "depois": "después", "hoje": "hoy", "noite": "noche",
+    "bem": "bien", "tudo": "todo", "nada": "nada", "então": "entonces", "ainda": "todavía",
+    "onde": "donde", "quando": "cuando", "sem": "sin", "até": "hasta", "já": "ya", "seu": "su",
+    "sua": "su", "meu": "mi", "minha": "mi", "os": "los", "as": "las", "o": "el", "e": "y",
+    "é": "es", "está": "está", "do": "del", "da": "de la", "no": "en el", "na": "en la",
+}  # fmt: skip
+_WORDISH = re.compile(r"\w+|\W+")
+
+
+def portunhol(text: str, per_sentence: int, rng: random.Random) -> str:
+    """Portuguese with `per_sentence` words of each sentence swapped for their Spanish twin."""
+    out = []
+    for sentence in sentences(text):
+        toks = _WORDISH.findall(sentence)
+        spots = [i for i, w in enumerate(toks) if w.lower() in PT_TO_ES]
+        for i in rng.sample(spots, min(per_sentence, len(spots))):
+            toks[i] = PT_TO_ES[toks[i].lower()]
+        out.append("".join(toks))
+    return " ".join(out)
+
+
 def mojibake(text: str, codec: str, errors: str = "replace") -> str:
     """What a client shows when it decodes UTF-8 bytes as `codec`."""
     return text.encode("utf-8").decode(codec, errors=errors)
