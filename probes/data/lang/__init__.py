@@ -1,0 +1,1 @@
+"""Data files of probes.language / probes.integrity (marker word lists, common Han characters)."""
