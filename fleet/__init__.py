@@ -1,1 +1,11 @@
-"""fleet"""
+"""fleet: a local OpenRouter-compatible provider fleet with scripted serving
+defects, for the demo and the tests (a stand-in for OpenRouter; imports
+nothing of ours but `canary.settings`).
+
+Modules: `app` (ASGI factory `create_app(scenario, *, key)`), `scenario`
+(pydantic schema + `load_scenario(name_or_path)`), `selection` (the
+`provider` object), `behaviour` (per-endpoint seeded plan: faults, defects),
+`responses` (SSE / JSON on the wire), `bank` + `replies/*.json` (17 reply
+banks), `language` (prompt language), `defects`, `schema_gen`, `listing`,
+`wire`, `cli` (`canary fleet serve`). Built-in scenarios: `scenarios/*.yaml`.
+"""

@@ -225,6 +225,11 @@ def plan_request(
         text = _text_reply(defect, locale, rng, plan)
         plan.chunks = bank.chunk_text(text, locale)
 
+    stops = [req.stop] if isinstance(req.stop, str) else (req.stop or [])
+    hits = [i for i in (plan.content.find(s) for s in stops if s) if i >= 0]
+    if hits and not plan.tool_calls:
+        plan.chunks = bank.chunk_text(plan.content[: min(hits)], locale)
+        plan.finish_reason = "stop"
     limit = req.token_limit
     if limit is not None and not plan.tool_calls and len(plan.chunks) > limit:
         plan.chunks = plan.chunks[:limit]

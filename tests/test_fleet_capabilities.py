@@ -232,3 +232,15 @@ def test_max_tokens_truncates_with_finish_length(fleet: FleetHandle) -> None:
     """A small `max_tokens` cuts the reply at that many tokens with finish_reason `length`."""
     r = _chat(fleet, LLAMA, {"only": ["deepinfra/fp8"]}, max_tokens=5).json()
     assert r["choices"][0]["finish_reason"] == "length" and r["usage"]["completion_tokens"] == 5
+
+
+def test_stop_sequence_ends_the_reply(fleet: FleetHandle) -> None:
+    """A `stop` string cuts the reply just before it, with finish_reason `stop`."""
+    full = _chat(fleet, LLAMA, {"only": ["deepinfra/fp8"]}, seed=1).json()["choices"][0]["message"][
+        "content"
+    ]
+    word = full.split()[3]
+    fleet.load("seed-incidents", time_scale=0.1, seed=0)
+    r = _chat(fleet, LLAMA, {"only": ["deepinfra/fp8"]}, stop=[word]).json()["choices"][0]
+    assert r["finish_reason"] == "stop" and word not in r["message"]["content"]
+    assert full.startswith(r["message"]["content"])
