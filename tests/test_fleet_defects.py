@@ -132,10 +132,10 @@ def _defects_of(text: str, locale: str, finish: str | None) -> list[str]:
 
 
 def test_c9_startcorrupt_corrupts_about_19_of_20_starts(fleet: FleetHandle) -> None:
-    """StartCorrupt (rate 0.95): most of 20 replies start with stray punctuation or a fragment glued to `*`."""
+    """StartCorrupt (rate 0.95, seed 0): 19 of 20 replies start with stray punctuation or a fragment glued to `*`."""
     replies = [_content(r) for r in _texts(fleet, "startcorrupt/fp8", 20)]
     bad = [t for t in replies if not t.startswith("*")]
-    assert 16 <= len(bad) <= 20
+    assert len(bad) == 19, "seed 0 reproduces the incident: 19 of 20"
     assert all(re.match(r"^([,;.\"')\]:\-]|[^\W\d_]+)\*", t) for t in bad), bad
     labels = [e["defect"] for e in fleet.requests()]
     assert labels.count("stray_start") == len(bad)
