@@ -12,6 +12,14 @@ Streams: `: OPENROUTER PROCESSING` first and every ~1 s (scaled) while
 waiting for the first token, one chunk per word, the usage chunk with empty
 `choices`, then `data: [DONE]`. A mid-stream error chunk ends the stream
 without `[DONE]`; a cut stream simply ends without `[DONE]`.
+
+Routing: candidates come from `selection.candidates` (cheapest first unless
+`order`/`sort`); with `allow_fallbacks` (default) a candidate that fails before
+its first token is silently replaced by the next one, as on OpenRouter. Each
+attempt's scripted TTFT counts from when it started (the first from the
+request's arrival). The request log holds one entry per HTTP request (its
+`attempts` list names every endpoint tried) and keeps the newest 10,000.
+`Retry-After` values are sent as scripted (not scaled by `time_scale`).
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from fleet.scenario import ModelSpec, Scenario, ScenarioError, load_scenario, pa
 from fleet.selection import NoCandidate, ProviderPrefs, candidates
 
 _ARRIVAL = "fleet.arrival"
+MAX_LOG_ENTRIES = 10_000
 
 
 class FleetState:
@@ -87,6 +96,8 @@ def create_app(scenario: Scenario | str | Path, *, key: str | SecretStr) -> ASGI
 
     def log(entry: dict[str, Any]) -> dict[str, Any]:
         state.log.append(entry)
+        if len(state.log) > MAX_LOG_ENTRIES:  # a long demo must not grow without bound
+            del state.log[: len(state.log) - MAX_LOG_ENTRIES]
         return entry
 
     async def list_models(request: Request) -> Response:

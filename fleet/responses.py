@@ -31,6 +31,7 @@ def error_response(
     headers: dict[str, str] | None = None,
     **meta: Any,
 ) -> JSONResponse:
+    """The OpenRouter error envelope with `metadata.error_type` (and extra metadata)."""
     return JSONResponse(
         wire.envelope(status, message, error_type, **meta), status_code=status, headers=headers
     )
@@ -97,6 +98,9 @@ async def stream_reply(
     entry: dict[str, Any],
     started: float,
 ) -> AsyncIterator[bytes]:
+    """SSE body: keep-alives until `started + delay_s`, then one chunk per token at
+    the scripted rate (written at most every MIN_WRITE_INTERVAL_S), then usage and
+    `[DONE]` -- or the plan's tail (cut: just stop; midstream_error: error chunk)."""
     loop = asyncio.get_running_loop()
     base = _base(plan, model, gen_id)
     yield wire.KEEPALIVE
@@ -162,6 +166,7 @@ async def stream_reply(
 async def complete_reply(
     plan: Plan, model: ModelSpec, gen_id: str, images: int, entry: dict[str, Any], started: float
 ) -> Response:
+    """Non-streamed body, returned once the whole scripted generation time has passed."""
     loop = asyncio.get_running_loop()
     finish = started + plan.delay_s + len(plan.chunks) * plan.gap_s
     await asyncio.sleep(max(0.0, finish - loop.time()))
@@ -198,6 +203,7 @@ async def complete_reply(
 
 
 def pre_error_response(err: PreError) -> Response:
+    """A pre-token failure: the envelope (with `Retry-After` if scripted) or a reset."""
     if err.reset:
         return ResetResponse()
     headers = (
