@@ -28,6 +28,9 @@ pytest: setup
 
 test: lint typecheck pytest
 
+demo: setup
+	$(VENV)/bin/canary demo
+
 fleet: setup
 	$(VENV)/bin/canary fleet serve --scenario seed-incidents --host 127.0.0.1 --port 8600
 

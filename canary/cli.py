@@ -26,6 +26,10 @@ def _register() -> None:
 
     app.add_typer(gateway_app, name="gateway", help="The OpenAI-compatible routing gateway.")
 
+    from canary.commands import register
+
+    register(app)
+
 
 _register()
 

@@ -111,3 +111,19 @@ def plan_round(
         controls=control_set,
         locales=assign_locales(by_tag, locales, round_index(at), sticky),
     )
+
+
+def next_slot_with_locale(
+    tags: Iterable[str], locales: Sequence[str], tag: str, locale: str, after: datetime
+) -> datetime | None:
+    """The first half-hour slot after `after` at which the rotation probes `tag` in
+    `locale` (None if `locale` is not configured or `tag` is not among `tags`)."""
+    tags = list(tags)
+    if locale not in locales or tag not in tags:
+        return None
+    first = (int(as_utc(after).timestamp()) // ROUND_SECONDS + 1) * ROUND_SECONDS
+    for k in range(len(locales)):
+        at = datetime.fromtimestamp(first + k * ROUND_SECONDS, UTC)
+        if assign_locales(tags, locales, round_index(at))[tag] == locale:
+            return at
+    return None  # pragma: no cover - the rotation visits every locale within len(locales) slots

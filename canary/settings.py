@@ -104,6 +104,9 @@ class Settings(BaseSettings):
 
     # ---- flows/ ------------------------------------------------------------
     probe_concurrency: int = Field(default=8, ge=1)
+    round_lock_wait_s: float = Field(
+        default=120.0, gt=0, description="How long a round waits for the previous one of its model."
+    )
     prefect_port: int = Field(
         default=4200, ge=1, le=65535, description="Port of the embedded local Prefect server."
     )

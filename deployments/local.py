@@ -13,7 +13,9 @@ from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLi
 from canary.settings import Settings
 from quarantine.models import model_slug
 
-ONE_AT_A_TIME = ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW)
+ONE_AT_A_TIME = ConcurrencyLimitConfig(
+    limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW
+)
 
 
 def round_deployment_name(model: str) -> str:
@@ -69,7 +71,7 @@ def build_deployments(settings: Settings) -> list[Any]:
     from flows.canary_round import canary_round
     from flows.triage import triage
 
-    flows = {
+    flows: dict[str, Any] = {
         "canary_round": canary_round,
         "triage": triage,
         "lift_suspension": lift_suspension,

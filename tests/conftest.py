@@ -11,5 +11,6 @@ pytest_plugins: list[str] = [
     "tests.fixtures.prefect",
     "tests.fixtures.fleet",
     "tests.fixtures.routing",
+    "tests.fixtures.canary_env",
     # add "tests.fixtures.<topic>" here (one line each)
 ]

@@ -4,7 +4,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from canary.roundplan import PlanError, assign_locales, plan_round, round_id, round_index
+from canary.roundplan import (
+    PlanError,
+    assign_locales,
+    next_slot_with_locale,
+    plan_round,
+    round_id,
+    round_index,
+)
 from canary.settings import DEFAULT_LOCALES
 from probes.types import Endpoint
 
@@ -71,3 +78,12 @@ def test_plan_subset_keeps_the_full_rotation() -> None:
     sub = plan_round("m/x", T0, eps, locales=DEFAULT_LOCALES, subset=["p3/fp8"])
     assert sub.locales["p3/fp8"] == full.locales["p3/fp8"]
     assert [e.tag for e in sub.targets] == ["p3/fp8"]
+
+
+def test_c8_next_slot_with_locale_finds_the_rotation_slot() -> None:
+    """The helper finds the first slot at which an endpoint is probed in a given locale."""
+    tags = ["a/fp8", "b/fp8", "c/fp8"]
+    at = next_slot_with_locale(tags, DEFAULT_LOCALES, "b/fp8", "pt-BR", T0)
+    assert at is not None and at > T0
+    assert assign_locales(tags, DEFAULT_LOCALES, round_index(at))["b/fp8"] == "pt-BR"
+    assert next_slot_with_locale(tags, ["en"], "b/fp8", "pt-BR", T0) is None

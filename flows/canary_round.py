@@ -1,0 +1,225 @@
+"""The canary round (O1): one flow run per model per round.
+
+    discover ─► pinned probes (every endpoint, suspended ones and controls too)
+             ─► language confirmations (2 more attempts per language failure)
+             ─► majority vote (2 of 3) ─► round verdicts (controls judge the refusal probe)
+             ─► policy step with the capacity floor ─► apply (enforce) / record (observe)
+             ─► ledger rows, artifacts, events, admin notifications
+
+`at` is the round's logical time (default now), so rounds can be replayed and
+the 1/3/7-day ladder exercised without waiting. Only one round per model runs
+at a time (O2): rounds of one model are serialised by a global concurrency
+limit, and a round whose logical time was already applied ends `Cancelled`
+without touching state, so two rounds started at once for the same slot count
+once (the deployment's own `CANCEL_NEW` limit does the same for schedules).
+A discovery failure fails the run and changes no state; one misbehaving
+provider never crashes the round (its probes end in typed outcomes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
+from prefect.concurrency.asyncio import concurrency
+from prefect.runtime import flow_run
+from prefect.states import Cancelled, State
+from pydantic import BaseModel
+
+from canary.roundplan import as_utc, plan_round, round_id
+from canary.settings import DEFAULT_MODEL, load_settings
+from flows import tasks
+from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_event, notify_admins
+from flows.render import decisions_markdown, endpoint_lines, outcome_rows
+from probes.contracts import judge_controls
+from probes.types import Contract, Outcome
+from quarantine.locking import ensure_limit
+from quarantine.models import Mode, RoundReport, model_slug
+from quarantine.verdicts import ProviderRound, round_verdict
+
+
+class RoundSummary(BaseModel):
+    """What a round returns (and the CLI prints)."""
+
+    round_id: str
+    model: str
+    mode: str
+    at: datetime
+    endpoints: list[tuple[str, str, str, str]]  # tag, locale, verdict, reasons
+    controls: dict[str, str]  # control tag -> refusal outcome
+    weak_refusal_probe: bool
+    decisions: list[dict[str, Any]]
+    ignore: list[dict[str, Any]]
+    notified: str
+
+
+def _run_name() -> str:
+    params = flow_run.parameters
+    at = params.get("at") or datetime.now(UTC)
+    if isinstance(at, str):
+        at = datetime.fromisoformat(at)
+    return f"{params.get('model', DEFAULT_MODEL)} @ {as_utc(at):%Y-%m-%d %H:%MZ}"
+
+
+def round_lock_name(model: str) -> str:
+    return f"canary-round-{model_slug(model)}"
+
+
+@flow(name="canary-round", flow_run_name=_run_name, log_prints=False)
+async def canary_round(
+    model: str = DEFAULT_MODEL,
+    mode: Literal["observe", "enforce"] | None = None,
+    at: datetime | None = None,
+    endpoints: list[str] | None = None,
+) -> RoundSummary | State:
+    """Probe every endpoint of `model` pinned, and apply (enforce) or record (observe)."""
+    logger = get_run_logger()
+    settings = load_settings()
+    run_mode = Mode(mode or settings.mode)
+    at = as_utc(at or datetime.now(UTC))
+    lock = round_lock_name(model)
+    await ensure_limit(lock)
+    try:
+        async with concurrency(
+            lock, occupy=1, strict=True, timeout_seconds=settings.round_lock_wait_s
+        ):
+            return await _round(model, run_mode, at, endpoints, logger)
+    except TimeoutError:
+        message = (
+            f"another canary round for {model} held the round lock for more than "
+            f"{settings.round_lock_wait_s:.0f} s; this one changed nothing"
+        )
+        logger.warning(message)
+        return Cancelled(message=message)
+
+
+async def _round(
+    model: str, mode: Mode, at: datetime, subset: list[str] | None, logger: Any
+) -> RoundSummary | State:
+    settings = load_settings()
+    state = await tasks.load_state(model)
+    if state.last_round_id == round_id(model, at):
+        message = f"round {state.last_round_id} was already applied; this run changed nothing"
+        logger.warning(message)
+        return Cancelled(message=message)
+    discovered = await tasks.discover_endpoints(model)
+    sticky = {tag: ps.sticky_locale for tag, ps in state.providers.items()}
+    plan = plan_round(
+        model,
+        at,
+        discovered,
+        locales=settings.locales,
+        controls=settings.control_providers,
+        subset=subset,
+        sticky=sticky,
+    )
+    logger.info(
+        "round %s: %d endpoints (%d controls), mode %s",
+        plan.round_id, len(plan.targets), len(plan.controls), mode.value,
+    )  # fmt: skip
+
+    # pinned probes, bounded concurrency
+    gate = asyncio.Semaphore(settings.probe_concurrency)
+
+    async def probe(endpoint: Any) -> tuple[str, Any]:
+        async with gate:
+            result = await tasks.probe_endpoint(endpoint, plan.locales[endpoint.tag])
+        logger.info("probed %s: %s", endpoint.tag, _brief(result.outcomes.values()))
+        return endpoint.tag, result
+
+    results = dict(await asyncio.gather(*(probe(e) for e in plan.targets)))
+    outcomes: dict[str, list[Outcome]] = {t: list(r.outcomes.values()) for t, r in results.items()}
+
+    # language confirmations (C8), immediately, same locale
+    to_confirm = [e for e in plan.targets if e.tag in tasks.language_failures(outcomes)]
+
+    async def confirm(endpoint: Any) -> tuple[str, list[Outcome]]:
+        async with gate:
+            return endpoint.tag, await tasks.confirm_language_task(
+                endpoint, plan.locales[endpoint.tag]
+            )
+
+    confirmations = dict(await asyncio.gather(*(confirm(e) for e in to_confirm)))
+    voted = tasks.majority_vote(outcomes, confirmations)
+
+    # positive controls judge the refusal probe (C5)
+    control_refusals = [
+        o for t in plan.controls for o in voted.get(t, []) if o.contract is Contract.REFUSAL
+    ]
+    control_verdict = judge_controls(control_refusals)
+    weak = bool(plan.controls) and control_verdict.weak
+    verdicts: dict[str, ProviderRound] = {
+        tag: round_verdict(tag, items, refusal_weak=weak)
+        for tag, items in voted.items()
+        if tag not in plan.controls
+    }
+
+    exclusions = await tasks.read_exclusions(model, at)
+    report = RoundReport(
+        round_id=plan.round_id,
+        model=model,
+        at=at,
+        mode=mode,
+        rounds=verdicts,
+        production_tags=plan.production_tags,
+        excluded_tags=frozenset(e["tag"] for e in exclusions if e["layer"] != "canary"),
+        language_failed_locales={
+            t: plan.locales[t] for t in tasks.language_failures(voted) if t in verdicts
+        },
+    )
+    tasks.policy_preview(state, report)
+    _new_state, decisions = await tasks.apply_report(report)
+    ignore = await tasks.read_exclusions(model, at)
+    tasks.record_ledger(report, voted, decisions)
+
+    # audit material (O3) and alerts (Q8)
+    slug = model_slug(model)
+    await acreate_table_artifact(
+        key=f"canary-round-{slug}",
+        table=outcome_rows(voted, plan.locales, verdicts, plan.controls),
+        description=f"Round {plan.round_id}: every endpoint x contract",
+    )
+    await acreate_markdown_artifact(
+        key=f"canary-decisions-{slug}",
+        markdown=decisions_markdown(
+            model=model,
+            round_id=plan.round_id,
+            mode=mode.value,
+            decisions=decisions,
+            verdicts=verdicts,
+            ignore=ignore,
+            weak_controls=control_verdict.passed_controls if weak else [],
+        ),
+        description=f"Round {plan.round_id}: decisions and evidence",
+    )
+    emit_decision_events(decisions, round_id=plan.round_id)
+    lines = alert_lines(decisions)
+    if weak:
+        emit_weak_probe_event(
+            model, plan.round_id, list(control_verdict.passed_controls), control_verdict.reason
+        )
+        lines.insert(
+            0, f"weak refusal probe: control(s) {', '.join(control_verdict.passed_controls)} passed"
+        )
+    notified = await notify_admins(
+        settings.notification_block, f"provider-canary: {model} ({plan.round_id})", lines
+    )
+    return RoundSummary(
+        round_id=plan.round_id,
+        model=model,
+        mode=mode.value,
+        at=at,
+        endpoints=endpoint_lines(verdicts, plan.locales),
+        controls={o.tag or "?": o.status.value for o in control_refusals},
+        weak_refusal_probe=weak,
+        decisions=[d.model_dump(mode="json") for d in decisions],
+        ignore=ignore,
+        notified=notified,
+    )
+
+
+def _brief(outcomes: Any) -> str:
+    return ", ".join(f"{o.contract.value}={o.status.value}" for o in outcomes)

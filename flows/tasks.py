@@ -1,0 +1,123 @@
+"""Prefect tasks of the canary round. Each body is a few lines that call a
+pure function or a client from probes/, quarantine/ or canary/; the DAG and
+the Prefect-specific glue live in `flows/canary_round.py`.
+
+Tasks read settings from the environment (`load_settings()`) instead of
+taking them as parameters, so no secret ever becomes a recorded parameter."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from canary.settings import load_settings
+from probes.client import ProbeClient
+from probes.probeset import ProbeSetResult, confirm_language, majority, run_probe_set
+from probes.types import Contract, Endpoint, Outcome, OutcomeStatus
+from quarantine.exclusions import aignore_list
+from quarantine.ledger import Ledger
+from quarantine.models import Decision, ModelState, PolicyConfig, RoundReport
+from quarantine.policy import step
+from quarantine.store import aload_state, aupdate_state
+
+
+@task(name="discover", cache_policy=NO_CACHE, retries=0)
+async def discover_endpoints(model: str) -> list[Endpoint]:
+    """C1: the endpoints serving `model` (typed DiscoveryError on failure)."""
+    async with ProbeClient.from_settings(load_settings()) as client:
+        return await client.discover(model)
+
+
+@task(name="load-state", cache_policy=NO_CACHE)
+async def load_state(model: str) -> ModelState:
+    return await aload_state(model)
+
+
+@task(name="read-exclusions", cache_policy=NO_CACHE)
+async def read_exclusions(model: str, at: datetime) -> list[dict[str, Any]]:
+    """The merged provider.ignore (all three layers) as plain rows."""
+    return [e.model_dump(mode="json") for e in await aignore_list(model, at)]
+
+
+@task(name="pinned-probes", task_run_name="probe {endpoint.tag} [{locale}]", cache_policy=NO_CACHE)
+async def probe_endpoint(endpoint: Endpoint, locale: str) -> ProbeSetResult:
+    """C2-C9: one pinned probe set against one endpoint in one locale."""
+    settings = load_settings()
+    async with ProbeClient.from_settings(settings) as client:
+        return await run_probe_set(
+            client,
+            endpoint,
+            locale,
+            ttft_threshold_s=settings.ttft_threshold_s,
+        )
+
+
+@task(
+    name="language-confirmation",
+    task_run_name="confirm {endpoint.tag} [{locale}]",
+    cache_policy=NO_CACHE,
+)
+async def confirm_language_task(endpoint: Endpoint, locale: str) -> list[Outcome]:
+    """C8: two immediate confirmation attempts in the same locale."""
+    async with ProbeClient.from_settings(load_settings()) as client:
+        return await confirm_language(client, endpoint, locale, attempts=2)
+
+
+@task(name="majority-vote", cache_policy=NO_CACHE)
+def majority_vote(
+    outcomes: Mapping[str, Sequence[Outcome]],
+    confirmations: Mapping[str, Sequence[Outcome]],
+) -> dict[str, list[Outcome]]:
+    """C8: replace each confirmed endpoint's language outcome by the 2-of-3 vote."""
+    voted: dict[str, list[Outcome]] = {}
+    for tag, items in outcomes.items():
+        extra = confirmations.get(tag)
+        if not extra:
+            voted[tag] = list(items)
+            continue
+        voted[tag] = [
+            majority([o, *extra]) if o.contract is Contract.LANGUAGE else o for o in items
+        ]
+    return voted
+
+
+def language_failures(outcomes: Mapping[str, Sequence[Outcome]]) -> list[str]:
+    return sorted(
+        tag
+        for tag, items in outcomes.items()
+        if any(o.contract is Contract.LANGUAGE and o.status is OutcomeStatus.FAIL for o in items)
+    )
+
+
+@task(name="policy-step (capacity floor)", cache_policy=NO_CACHE)
+def policy_preview(state: ModelState, report: RoundReport) -> list[Decision]:
+    """Q1-Q6: what the policy decides on the state read at the start of the round,
+    capacity floor included (the apply step re-runs it under the state lock)."""
+    return step(state, report, PolicyConfig.from_settings(load_settings()))[1]
+
+
+@task(name="apply", task_run_name="{report.mode.value}: apply decisions", cache_policy=NO_CACHE)
+async def apply_report(report: RoundReport) -> tuple[ModelState, list[Decision]]:
+    """Enforce or observe (Q3): run the policy on the freshest state under the
+    model's state lock and store the result (revision-checked)."""
+    config = PolicyConfig.from_settings(load_settings())
+    return await aupdate_state(report.model, lambda s: step(s, report, config))
+
+
+@task(name="record-ledger", cache_policy=NO_CACHE)
+def record_ledger(
+    report: RoundReport,
+    outcomes: Mapping[str, Sequence[Outcome]],
+    decisions: Sequence[Decision],
+) -> None:
+    """One ledger row per endpoint of the round and one per decision."""
+    ledger = Ledger(load_settings().resolved_ledger_url)
+    try:
+        ledger.record_round(report, outcomes)
+        ledger.record_decisions(decisions)
+    finally:
+        ledger.close()

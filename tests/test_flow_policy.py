@@ -1,0 +1,250 @@
+"""Quarantine behaviour through real canary rounds (Q1-Q8, C5, C8, O1, O2):
+small fleet scenarios per test (each its own model id, so state never leaks
+between tests), the real Prefect test harness and a real local webhook."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from prefect.blocks.notifications import CustomWebhookNotificationBlock
+
+from flows.admin import lift_suspension
+from flows.canary_round import RoundSummary, canary_round
+from quarantine.exclusions import aignore_list, ignore_tags
+from quarantine.store import aload_state
+from tests.fixtures.canary_env import STRAY, endpoint, scenario
+from tests.fixtures.fleet import FleetHandle
+
+T0 = datetime(2026, 11, 2, 0, 0, tzinfo=UTC)
+HALF_HOUR = timedelta(minutes=30)
+
+
+async def _round(model: str, at: datetime, mode: str = "enforce") -> RoundSummary:
+    summary = await canary_round(model=model, mode=mode, at=at)
+    assert isinstance(summary, RoundSummary)
+    return summary
+
+
+def _kinds(summary: RoundSummary) -> list[tuple[str, str]]:
+    return sorted((d["kind"], d["tag"]) for d in summary.decisions)
+
+
+class _Hook(BaseHTTPRequestHandler):
+    received: list[dict[str, Any]]
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        type(self).received.append(json.loads(body))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        return
+
+
+@pytest.fixture
+def webhook() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A real HTTP listener on loopback collecting webhook POST bodies."""
+    received: list[dict[str, Any]] = []
+    handler = type("Hook", (_Hook,), {"received": received})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook", received
+    server.shutdown()
+    server.server_close()
+
+
+async def test_q3_q8_observe_mode_records_would_suspend_and_notifies(
+    canary_env: FleetHandle,
+    webhook: tuple[str, list[dict[str, Any]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Observe mode: would_suspend after two failing rounds, an admin notification reaches
+    a real webhook, and provider.ignore stays empty."""
+    model = "test/observe"
+    canary_env.load(
+        scenario(
+            model,
+            [
+                endpoint("a/fp8"),
+                endpoint("b/fp8"),
+                endpoint("c/fp8"),
+                endpoint("bad/fp8", defects=STRAY),
+            ],
+        ),
+        time_scale=0.25,
+    )
+    url, received = webhook
+    await CustomWebhookNotificationBlock(
+        name="canary-admins",
+        url=url,
+        json_data={"subject": "{{subject}}", "body": "{{body}}"},
+        allow_private_urls=True,
+    ).asave("canary-admins", overwrite=True)
+    monkeypatch.setenv("CANARY_NOTIFICATION_BLOCK", "custom-webhook/canary-admins")
+
+    first = await _round(model, T0, mode="observe")
+    assert _kinds(first) == []
+    second = await _round(model, T0 + HALF_HOUR, mode="observe")
+    assert _kinds(second) == [("would_suspend", "bad/fp8")]
+    assert second.notified == "block:custom-webhook/canary-admins"
+    assert any("would_suspend: bad/fp8" in r["body"] for r in received), received
+    assert ignore_tags(await aignore_list(model, T0 + HALF_HOUR)) == []
+    state = await aload_state(model)
+    assert state.providers["bad/fp8"].shadow_suspended_until is not None
+    assert state.providers["bad/fp8"].suspended_until is None
+
+
+async def test_q4_q5_capacity_floor_then_recovery_after_two_clean_rounds(
+    canary_env: FleetHandle,
+) -> None:
+    """3 endpoints, 2 broken: one is suspended, the other blocked by the floor (alert);
+    once fixed, the suspended one is reinstated after two clean rounds."""
+    model = "test/floor"
+    broken = scenario(
+        model,
+        [
+            endpoint("ok/fp8"),
+            endpoint("bad1/fp8", defects=STRAY),
+            endpoint("bad2/fp8", defects=STRAY),
+        ],
+    )
+    canary_env.load(broken, time_scale=0.25)
+    assert _kinds(await _round(model, T0)) == []
+    second = await _round(model, T0 + HALF_HOUR)
+    assert _kinds(second) == [("blocked_by_floor", "bad2/fp8"), ("suspended", "bad1/fp8")]
+    assert ignore_tags(await aignore_list(model, T0 + HALF_HOUR)) == ["bad1/fp8"]
+
+    canary_env.load(
+        scenario(model, [endpoint(t) for t in ("ok/fp8", "bad1/fp8", "bad2/fp8")]), time_scale=0.25
+    )
+    third = await _round(model, T0 + 2 * HALF_HOUR)
+    assert ("reinstated_early", "bad1/fp8") not in _kinds(third)
+    fourth = await _round(model, T0 + 3 * HALF_HOUR)
+    assert ("reinstated_early", "bad1/fp8") in _kinds(fourth)
+    assert ignore_tags(await aignore_list(model, T0 + 3 * HALF_HOUR)) == []
+
+
+async def test_q6_q8_ladder_1_3_7_days_forgetting_after_14_days_and_lift(
+    canary_env: FleetHandle,
+) -> None:
+    """A host that keeps failing climbs 1, 3, 7 days across `at` jumps; 14 clean days
+    after the last suspension end the ladder restarts at 1 day; a manual lift keeps the rung."""
+    model = "test/ladder"
+    canary_env.load(
+        scenario(model, [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("bad/fp8", defects=STRAY)]),
+        time_scale=0.25,
+    )
+
+    async def suspend_twice(at: datetime) -> dict[str, Any]:
+        await _round(model, at)
+        second = await _round(model, at + HALF_HOUR)
+        [decision] = [d for d in second.decisions if d["kind"] == "suspended"]
+        return decision
+
+    lengths = []
+    at = T0
+    for _ in range(3):
+        d = await suspend_twice(at)
+        until = datetime.fromisoformat(d["until"])
+        lengths.append((until - datetime.fromisoformat(d["at"])).days)
+        at = until + timedelta(hours=1)
+    assert lengths == [1, 3, 7]
+
+    # 14 days after the end of the last suspension the history is forgotten
+    at = at + timedelta(days=14)
+    first = await _round(model, at)
+    assert ("forgiven", "bad/fp8") in _kinds(first)
+    second = await _round(model, at + HALF_HOUR)
+    [d] = [d for d in second.decisions if d["kind"] == "suspended"]
+    assert d["rung"] == 1
+    assert (datetime.fromisoformat(d["until"]) - datetime.fromisoformat(d["at"])).days == 1
+
+    # manual lift: out of provider.ignore now, rung kept
+    now = datetime.fromisoformat(d["at"]) + timedelta(hours=1)
+    assert "bad/fp8" in ignore_tags(await aignore_list(model, now))
+    lifted = await lift_suspension(
+        model=model, tag="bad/fp8", reason="fixed upstream", author="ops", at=now
+    )
+    assert lifted["kind"] == "lifted" and lifted["actor"] == "ops"
+    assert "bad/fp8" not in ignore_tags(await aignore_list(model, now))
+    assert (await aload_state(model)).providers["bad/fp8"].suspensions == 1
+
+
+async def test_c5_control_that_stops_filtering_weakens_the_refusal_probe(
+    canary_env: FleetHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A control host that passes marks the refusal probe weak: an alert, and no
+    refusal-based failure counts for anyone that round."""
+    model = "test/controls"
+    monkeypatch.setenv("CANARY_CONTROL_PROVIDERS", "ctl/fp8")
+    wall = [{"kind": "policy_filter", "rate": 1.0, "modes": ["refusal"]}]
+    canary_env.load(
+        scenario(
+            model,
+            [
+                endpoint("a/fp8"),
+                endpoint("b/fp8"),
+                endpoint("c/fp8"),
+                endpoint("ctl/fp8"),
+                endpoint("wall/fp8", defects=wall),
+            ],
+        ),
+        time_scale=0.25,
+    )
+    for n in range(2):
+        summary = await _round(model, T0 + n * HALF_HOUR)
+        assert summary.weak_refusal_probe
+        assert summary.controls == {"ctl/fp8": "pass"}
+        wall_reasons = {why for tag, _l, _v, why in summary.endpoints if tag == "wall/fp8"}
+        assert not any("refusal:" in why for why in wall_reasons)
+        assert all("refusal" not in " ".join(d.get("evidence", [])) for d in summary.decisions)
+
+
+async def test_c5_filtering_control_keeps_refusal_failures_counting(
+    canary_env: FleetHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the control filtering as expected, a refusing host is suspended on refusal."""
+    model = "test/controls-ok"
+    monkeypatch.setenv("CANARY_CONTROL_PROVIDERS", "ctl/fp8")
+    wall = [{"kind": "policy_filter", "rate": 1.0, "modes": ["refusal"]}]
+    canary_env.load(
+        scenario(
+            model,
+            [
+                endpoint("a/fp8"),
+                endpoint("b/fp8"),
+                endpoint("c/fp8"),
+                endpoint("ctl/fp8", defects=wall),
+                endpoint("wall/fp8", defects=wall),
+            ],
+        ),
+        time_scale=0.25,
+    )
+    await _round(model, T0)
+    second = await _round(model, T0 + HALF_HOUR)
+    assert not second.weak_refusal_probe
+    [d] = [d for d in second.decisions if d["kind"] == "suspended"]
+    assert d["tag"] == "wall/fp8" and any(e.startswith("refusal:") for e in d["evidence"])
+
+
+async def test_o2_two_rounds_for_one_model_at_once_one_runs(canary_env: FleetHandle) -> None:
+    """Two rounds of the same model and slot started together: one completes, the other
+    waits for the round lock, sees the slot applied and is cancelled (revision advances once)."""
+    model = "test/concurrent"
+    canary_env.load(scenario(model, [endpoint("a/fp8"), endpoint("b/fp8")]), time_scale=0.25)
+    states = await asyncio.gather(
+        canary_round(model=model, at=T0, return_state=True),
+        canary_round(model=model, at=T0, return_state=True),
+    )
+    kinds = sorted(s.type.value for s in states)
+    assert kinds == ["CANCELLED", "COMPLETED"], kinds
+    assert (await aload_state(model)).revision == 1
