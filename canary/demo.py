@@ -162,6 +162,8 @@ async def _fix_host(base_url: str, key: str, tag: str) -> None:
         scenario = current.get("scenario", current)
         for model in scenario["models"]:
             for endpoint in model["endpoints"]:
+                for key in [k for k in endpoint if k.startswith("scripted_")]:
+                    del endpoint[key]  # read-only figures GET adds; POST rejects them
                 if endpoint["tag"] == tag:
                     endpoint["defects"] = []
         response = await http.post(f"{root}/_fleet/scenario", json={"scenario": scenario})

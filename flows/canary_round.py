@@ -36,6 +36,7 @@ from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_even
 from flows.render import decisions_markdown, endpoint_lines, outcome_rows
 from probes.contracts import judge_controls
 from probes.types import Contract, Outcome
+from quarantine.exclusions import excluded_by_layers
 from quarantine.locking import ensure_limit
 from quarantine.models import Mode, RoundReport, model_slug
 from quarantine.verdicts import ProviderRound, round_verdict
@@ -165,14 +166,14 @@ async def _round(
         mode=mode,
         rounds=verdicts,
         production_tags=plan.production_tags,
-        excluded_tags=frozenset(e["tag"] for e in exclusions if e["layer"] != "canary"),
+        excluded_tags=excluded_by_layers(exclusions, [e.tag for e in plan.targets]),
         language_failed_locales={
             t: plan.locales[t] for t in tasks.language_failures(voted) if t in verdicts
         },
     )
     tasks.policy_preview(state, report)
     _new_state, decisions = await tasks.apply_report(report)
-    ignore = await tasks.read_exclusions(model, at)
+    ignore = [e.model_dump(mode="json") for e in await tasks.read_exclusions(model, at)]
     tasks.record_ledger(report, voted, decisions)
 
     # audit material (O3) and alerts (Q8)

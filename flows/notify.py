@@ -9,47 +9,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
 
 from prefect.blocks.core import Block
 from prefect.events import emit_event
 
-from quarantine.models import Decision, DecisionKind
-
-# The decisions an admin hears about (every decision is still an event and a ledger row).
-ALERT_KINDS = frozenset(
-    {
-        DecisionKind.SUSPENDED,
-        DecisionKind.WOULD_SUSPEND,
-        DecisionKind.BLOCKED_BY_FLOOR,
-        DecisionKind.REINSTATED_EARLY,
-        DecisionKind.LIFTED,
-    }
-)
+from quarantine.models import Decision
 
 log = logging.getLogger("canary.notify")
 
 
-def event_name(kind: str) -> str:
-    return f"canary.endpoint.{kind}"
-
-
 def emit_decision_events(decisions: Iterable[Decision], *, round_id: str | None) -> int:
-    """One Prefect event per decision: `canary.endpoint.<kind>` on resource
-    `canary.endpoint.<model>.<tag>`. Returns how many were emitted."""
+    """One Prefect event per decision (`canary.endpoint.<kind>` on resource
+    `canary.endpoint.<model>.<tag>`, see `Decision.event`). Returns how many."""
     count = 0
     for d in decisions:
-        payload: dict[str, Any] = d.model_dump(mode="json")
-        payload["round_id"] = round_id
-        emit_event(
-            event=event_name(d.kind.value),
-            resource={
-                "prefect.resource.id": f"canary.endpoint.{d.model}.{d.tag or '*'}",
-                "prefect.resource.name": d.tag or d.model,
-                "canary.model": d.model,
-            },
-            payload=payload,
-        )
+        spec = d.event()
+        spec["payload"]["round_id"] = round_id
+        emit_event(**spec)
         count += 1
     return count
 
@@ -66,7 +42,7 @@ def alert_lines(decisions: Iterable[Decision]) -> list[str]:
     """Human lines for the decisions worth an admin's attention."""
     lines = []
     for d in decisions:
-        if d.kind not in ALERT_KINDS:
+        if not d.significant:
             continue
         until = f" until {d.until:%Y-%m-%d %H:%M}Z" if d.until else ""
         rung = f" (rung {d.rung})" if d.rung else ""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -18,7 +17,7 @@ from canary.settings import load_settings
 from probes.client import ProbeClient
 from probes.probeset import ProbeSetResult, confirm_language, majority, run_probe_set
 from probes.types import Contract, Endpoint, Outcome, OutcomeStatus
-from quarantine.exclusions import aignore_list
+from quarantine.exclusions import IgnoreEntry, aignore_list
 from quarantine.ledger import Ledger
 from quarantine.models import Decision, ModelState, PolicyConfig, RoundReport
 from quarantine.policy import step
@@ -38,9 +37,9 @@ async def load_state(model: str) -> ModelState:
 
 
 @task(name="read-exclusions", cache_policy=NO_CACHE)
-async def read_exclusions(model: str, at: datetime) -> list[dict[str, Any]]:
-    """The merged provider.ignore (all three layers) as plain rows."""
-    return [e.model_dump(mode="json") for e in await aignore_list(model, at)]
+async def read_exclusions(model: str, at: datetime) -> list[IgnoreEntry]:
+    """Q7: the merged provider.ignore (built-in, incident and canary layers)."""
+    return await aignore_list(model, at)
 
 
 @task(name="pinned-probes", task_run_name="probe {endpoint.tag} [{locale}]", cache_policy=NO_CACHE)
@@ -53,6 +52,7 @@ async def probe_endpoint(endpoint: Endpoint, locale: str) -> ProbeSetResult:
             endpoint,
             locale,
             ttft_threshold_s=settings.ttft_threshold_s,
+            max_tokens=settings.probe_max_tokens,
         )
 
 

@@ -18,6 +18,7 @@ from canary.settings import load_settings
 from flows import tasks
 from flows.render import transcripts_markdown
 from probes.types import Contract, Outcome, Transcript
+from quarantine.exclusions import excluded_by_layers
 from quarantine.models import Mode, RoundReport, model_slug
 from quarantine.verdicts import round_verdict
 
@@ -42,8 +43,9 @@ async def triage(
         raise ValueError(f"repeats must be between 1 and 50, got {repeats}")
     now = datetime.now(UTC)
     discovered = await tasks.discover_endpoints(model)
-    plan = plan_round(model, now, discovered, locales=[locale], subset=[provider])
-    endpoint = plan.targets[0]
+    controls = settings.control_providers
+    plan = plan_round(model, now, discovered, locales=[locale], controls=controls)
+    endpoint = plan_round(model, now, discovered, locales=[locale], subset=[provider]).targets[0]
     transcripts: list[Transcript] = []
     outcomes: list[Outcome] = []
     for _ in range(repeats):
@@ -85,7 +87,7 @@ async def _record(
         mode=Mode(settings.mode),
         rounds={tag: round_verdict(tag, outcomes)},
         production_tags=production,
-        excluded_tags=frozenset(e["tag"] for e in exclusions if e["layer"] != "canary"),
+        excluded_tags=excluded_by_layers(exclusions, [tag]),
     )
     _state, decisions = await tasks.apply_report(report)
     tasks.record_ledger(report, {tag: list(outcomes)}, decisions)

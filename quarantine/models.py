@@ -177,7 +177,7 @@ class Decision(BaseModel):
             "canary.model": self.model,
         }
         return {
-            "event": f"canary.provider.{self.kind.value}",
+            "event": f"canary.endpoint.{self.kind.value}",
             "resource": resource,
             "payload": self.model_dump(mode="json"),
         }

@@ -248,3 +248,38 @@ async def test_o2_two_rounds_for_one_model_at_once_one_runs(canary_env: FleetHan
     kinds = sorted(s.type.value for s in states)
     assert kinds == ["CANCELLED", "COMPLETED"], kinds
     assert (await aload_state(model)).revision == 1
+
+
+async def test_c8_language_failure_confirmed_by_majority_and_locale_sticks(
+    canary_env: FleetHandle,
+) -> None:
+    """A host that switches language every time is confirmed (2 of 3) and probed in the
+    same locale next round; a one-off switch is outvoted by its two confirmations."""
+    model = "test/lang"
+    always = [{"kind": "language_switch", "rate": 1.0, "to": "en", "alt": "de"}]
+    # first_n: every request of the first probe set switches, the confirmations do not
+    once = [{"kind": "language_switch", "first_n": 5, "to": "en", "alt": "de"}]
+    canary_env.load(
+        scenario(
+            model,
+            [
+                endpoint("a/fp8"),
+                endpoint("b/fp8"),
+                endpoint("always/fp8", defects=always),
+                endpoint("once/fp8", defects=once),
+            ],
+        ),
+        time_scale=0.25,
+    )
+    first = await _round(model, T0)
+    rows = {tag: (locale, verdict, why) for tag, locale, verdict, why in first.endpoints}
+    assert rows["always/fp8"][1] == "failed" and "language:language_switch" in rows["always/fp8"][2]
+    assert "language" not in rows["once/fp8"][2], rows["once/fp8"]
+    confirmations = [r for r in canary_env.requests() if r["tag"] == "once/fp8"]
+    assert len(confirmations) == 5 + 2  # the probe set, then two confirmation attempts
+
+    second = await _round(model, T0 + HALF_HOUR)
+    rows2 = {tag: (locale, verdict, why) for tag, locale, verdict, why in second.endpoints}
+    assert rows2["always/fp8"][0] == rows["always/fp8"][0]  # sticky locale (C8)
+    assert rows2["once/fp8"][0] != rows["once/fp8"][0]  # rotation moved on
+    assert ("suspended", "always/fp8") in _kinds(second)

@@ -365,10 +365,10 @@ def test_policy_config_from_settings_uses_the_quarantine_section() -> None:
 
 
 def test_q8_decision_event_names_the_kind_and_endpoint() -> None:
-    """Q8: a decision maps to a Prefect event `canary.provider.<kind>` carrying the whole decision."""
+    """Q8: a decision maps to a Prefect event `canary.endpoint.<kind>` carrying the whole decision."""
     state, decisions = run([{"a": F}, {"a": F}])
     event = decisions[0].event()
-    assert event["event"] == "canary.provider.suspended"
+    assert event["event"] == "canary.endpoint.suspended"
     assert event["resource"]["prefect.resource.id"] == f"canary.endpoint.{MODEL}.a"
     assert event["payload"]["round_ids"] == ["r0", "r1"]
     assert decisions[0].significant
