@@ -100,9 +100,13 @@ async def run_attempt(
     *,
     stream_release: bool,
     clock: Callable[[], float] = time.monotonic,
+    result: AttemptResult | None = None,
 ) -> AttemptResult:
-    """Run one attempt within `budget`; never raises for upstream failures (they are classified)."""
-    res = AttemptResult(route=route, started=clock())
+    """Run one attempt within `budget`; never raises for upstream failures (they are classified).
+
+    `result` may be passed in so a caller that cancels the attempt (hedging) still sees
+    how far it got."""
+    res = result or AttemptResult(route=route, started=clock())
     call = upstream.call(body, budget)
     handed_over = False
     try:

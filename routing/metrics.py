@@ -72,7 +72,13 @@ class RouterMetrics:
         )  # fmt: skip
 
     def observe_attempt(self, ev: AttemptRecord) -> None:
-        result = "accepted" if ev.failure_class is None else ev.failure_class
+        result = (
+            "cancelled"
+            if ev.cancelled
+            else "accepted"
+            if ev.failure_class is None
+            else ev.failure_class
+        )
         self.attempts.labels(ev.workload, ev.route_id, result).inc()
         if ev.fallback_reason:
             self.fallbacks.labels(ev.workload).inc()

@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from routing.acceptance import Accepted
@@ -222,8 +223,14 @@ class Router:
             if wait_s > 0:
                 await self.sleep(wait_s)
             first_route = first_route or route.id
-            res = await self._attempt(req, route, waited_s=wait_s, fallback_reason=fallback_reason)
-            wait_s = 0.0
+            if self._hedging(req):
+                res, tried = await self._hedged(req, route, pool, excluded, needs)
+                excluded.update(tried)
+            else:
+                res = await self._attempt(
+                    req, route, waited_s=wait_s, fallback_reason=fallback_reason
+                )
+            route, wait_s = res.route, 0.0  # with hedging, the route that answered
             c = res.classification
             if c is None:
                 return RouterResult(
@@ -271,6 +278,57 @@ class Router:
                     continue
                 fallback_reason = f"retry_after_{c.retry_after_s:g}s_exceeds_deadline"
             excluded.add(route.id)
+
+    def _hedging(self, req: _Request) -> bool:
+        c = req.contract
+        return (
+            c.hedge_after_ms is not None and c.latency_critical and c.side_effect_free
+            and not req.stream and not req.attempts and c.max_attempts >= 2
+        )  # fmt: skip
+
+    async def _hedged(
+        self, req: _Request, primary: Route, pool: list[Route], excluded: set[str], needs: Any
+    ) -> tuple[AttemptResult, list[str]]:
+        """Start the primary; if it has not finished after `hedge_after_ms`, start the next
+        compatible route too. The first accepted answer wins; the loser is cancelled and its
+        (estimated) cost is still counted on the request."""
+        assert req.contract.hedge_after_ms is not None
+        first = asyncio.create_task(self._attempt(req, primary, waited_s=0.0, fallback_reason=None))
+        tasks = {first}
+        try:
+            done, _ = await asyncio.wait(tasks, timeout=req.contract.hedge_after_ms / 1000)
+            if done:
+                return first.result(), []
+            now = self.clock()
+            try:
+                backup = self._choose(
+                    pool, excluded | {primary.id}, req.contract, needs, req, None, now
+                )
+            except RoutingError:
+                return await first, []
+            if not req.deadline.may_start(now):
+                return await first, []
+            tasks.add(
+                asyncio.create_task(
+                    self._attempt(req, backup, waited_s=0.0, fallback_reason="hedge", hedged=True)
+                )
+            )
+            last: AttemptResult | None = None
+            pending = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    result = task.result()
+                    if result.classification is None:
+                        return result, [primary.id, backup.id]
+                    last = result
+            assert last is not None
+            return last, [primary.id, backup.id]
+        finally:
+            losers = [t for t in tasks if not t.done()]
+            for t in losers:
+                t.cancel()
+            await asyncio.gather(*losers, return_exceptions=True)
 
     def _choose(
         self, pool: list[Route], excluded: set[str], contract: Contract, needs: Any, req: _Request,
@@ -323,35 +381,49 @@ class Router:
     # ---- one attempt + its event ------------------------------------------------------------
 
     async def _attempt(
-        self, req: _Request, route: Route, *, waited_s: float, fallback_reason: str | None
-    ) -> AttemptResult:
+        self, req: _Request, route: Route, *, waited_s: float, fallback_reason: str | None,
+        hedged: bool = False,
+    ) -> AttemptResult:  # fmt: skip
         now = self.clock()
-        ignore = await self.ignore_source(route.model, None)  # type: ignore[arg-type]
+        ignore = await self.ignore_source(route.model, datetime.now(UTC))
         body = upstream_body(req.body, route, req.contract, self.catalog.schemas, ignore)
         b = req.deadline.attempt_budget(now)
         budget = AttemptBudget(
             connect_s=min(self.policy.connect_timeout_s, b.total_s), total_s=b.total_s
         )
         circuit = self.breakers.status(route.id, now)
-        res = await run_attempt(
-            self.upstream,
-            body,
-            route,
-            req.contract,
-            self.catalog.schemas,
-            budget,
-            stream_release=req.stream,
-            clock=self.clock,
-        )
+        res = AttemptResult(route=route, started=now)
+        try:
+            await run_attempt(
+                self.upstream,
+                body,
+                route,
+                req.contract,
+                self.catalog.schemas,
+                budget,
+                stream_release=req.stream,
+                clock=self.clock,
+                result=res,
+            )
+        except (
+            asyncio.CancelledError
+        ):  # a hedged loser: no verdict on the route, cost still counted
+            self.breakers.release(route.id, self.clock())
+            self._record_attempt(
+                req, res, waited_s=waited_s, fallback_reason=fallback_reason,
+                circuit=circuit.value, cancelled=True, hedged=hedged,
+            )  # fmt: skip
+            raise
         c = res.classification
         self.breakers.record(route.id, None if c is None else c.failure_class, self.clock())
         if (
             c is None or c.failure_class.counts_against_route
         ):  # a client's error says nothing of the route
-            self._update_health(route.id, ok=c is None, latency_s=res.ended - res.started)
+            self._update_health(route, ok=c is None, latency_s=res.ended - res.started)
         self._record_attempt(
-            req, res, waited_s=waited_s, fallback_reason=fallback_reason, circuit=circuit.value
-        )
+            req, res, waited_s=waited_s, fallback_reason=fallback_reason, circuit=circuit.value,
+            hedged=hedged,
+        )  # fmt: skip
         return res
 
     def _health_now(self, now: float) -> dict[str, RouteHealth]:
@@ -364,15 +436,14 @@ class Router:
             out[route_id] = RouteHealth(success_rate=rate, latency_ms=h.latency_ms)
         return out
 
-    def _update_health(self, route_id: str, *, ok: bool, latency_s: float) -> None:
+    def _update_health(self, route: Route, *, ok: bool, latency_s: float) -> None:
+        """EWMAs (weight 0.2) of success and latency; latency starts from the route's prior."""
+        route_id = route.id
         now = self.clock()
         h = self._health_now(now).get(route_id, RouteHealth())
         self._health_at[route_id] = now
-        lat = (
-            latency_s * 1000
-            if h.latency_ms is None
-            else 0.8 * h.latency_ms + 0.2 * latency_s * 1000
-        )
+        prior = route.latency_p50_ms if h.latency_ms is None else h.latency_ms
+        lat = 0.8 * prior + 0.2 * latency_s * 1000
         self.health[route_id] = RouteHealth(
             success_rate=0.8 * h.success_rate + 0.2 * (1.0 if ok else 0.0), latency_ms=lat
         )
@@ -392,12 +463,11 @@ class Router:
         prompt_t, completion_t = comp.tokens()
         cost = comp.cost_usd
         if cost is None:
-            if not prompt_t and res.status_code == 200:
+            billable = res.status_code == 200 or cancelled  # a cancelled loser may still bill
+            if not prompt_t and billable:
                 prompt_t = estimate_needs(req.contract, req.body).input_tokens
             completion_t = completion_t or len(comp.content) // 4
-            cost = (
-                res.route.estimate_cost(prompt_t, completion_t) if res.status_code == 200 else 0.0
-            )
+            cost = res.route.estimate_cost(prompt_t, completion_t) if billable else 0.0
         req.cost_usd += cost
         c = res.classification
         index = len(req.attempts)
@@ -408,7 +478,7 @@ class Router:
             status_code=res.status_code, http_success=res.status_code == 200,
             latency_ms=(res.ended - res.started) * 1000, ttft_ms=None if res.ttft_s is None else res.ttft_s * 1000,
             prompt_tokens=prompt_t, completion_tokens=completion_t, cost_usd=cost, fallback_reason=fallback_reason,
-            validation=("accepted" if c is None else res.rejection.reason if res.rejection else None),
+            validation=(None if cancelled else "accepted" if c is None else res.rejection.reason if res.rejection else None),
             circuit_state=circuit, hedged=hedged, cancelled=cancelled, waited_s=waited_s,
         )  # fmt: skip
         req.attempts.append(ev)

@@ -367,3 +367,41 @@ async def test_r9_every_compatible_route_open_fails_fast(fleet: FleetHandle) -> 
     with pytest.raises(CircuitOpenError):
         await router.complete(chat_body(), workload="chat")
     assert fleet.requests() == []
+
+
+async def test_r5_hedging_latency_critical_workload_cancels_the_loser_and_counts_its_cost(
+    fleet: FleetHandle,
+) -> None:
+    """Classify (latency-critical, side-effect free) hedges a slow primary: the fast backup wins, the loser is cancelled and billed (R5)."""
+    fleet.load(
+        routing_scenario(
+            faults={"alpha-a": [{"kind": "slow_first_token", "ttft_s": 30, "rate": 1.0}]}
+        )
+    )
+    catalog = routing_catalog(classify={"semantic": None, "hedge_after_ms": 150})
+    router = make_router(fleet.base_url, fleet.key, catalog=catalog)
+    started = time.monotonic()
+    result = await router.complete(CLASSIFY, workload="classify")
+    elapsed = time.monotonic() - started
+    assert result.route.id == "beta" and elapsed < 1.5  # the primary alone would take ~3 s
+    by_route = {a.route_id: a for a in result.attempts}
+    assert by_route["alpha"].cancelled and by_route["alpha"].cost_usd > 0
+    assert by_route["beta"].hedged and by_route["beta"].validation == "accepted"
+    assert (
+        router.metrics.snapshot()["cost_per_accepted_usd"]
+        >= by_route["alpha"].cost_usd + by_route["beta"].cost_usd - 1e-12
+    )
+    assert sorted(served_tags(fleet.requests())) == ["alpha-a", "beta-a"]
+
+
+async def test_r5_no_hedge_when_the_primary_is_fast(fleet: FleetHandle) -> None:
+    """A primary that answers before hedge_after_ms is never duplicated (R5)."""
+    fleet.load(routing_scenario())
+    router = make_router(
+        fleet.base_url,
+        fleet.key,
+        catalog=routing_catalog(classify={"semantic": None, "hedge_after_ms": 1500}),
+    )
+    result = await router.complete(CLASSIFY, workload="classify")
+    assert [a.route_id for a in result.attempts] == ["alpha"]
+    assert served_tags(fleet.requests()) == ["alpha-a"]

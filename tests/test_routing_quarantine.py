@@ -10,11 +10,25 @@ from datetime import UTC, datetime
 from quarantine.exclusions import aadd_runtime_exclusion, aremove_runtime_exclusion
 from routing.exclusions import CachedIgnoreSource, quarantine_source
 from tests.fixtures.fleet import FleetHandle
-from tests.fixtures.routing import chat_body, make_router, routing_catalog, routing_scenario
+from tests.fixtures.routing import (
+    chat_body,
+    make_router,
+    routes_table,
+    routing_catalog,
+    routing_scenario,
+)
 
 
 def _catalog():  # type: ignore[no-untyped-def]
-    return routing_catalog(chat={"route_groups": ["text"]})
+    """Chat on alpha only, so every request reaches acme/alpha (ranking cannot move it)."""
+    groups = {
+        "text": ["alpha"],
+        "schema": ["beta"],
+        "tools": ["beta"],
+        "vision": ["vision"],
+        "long_context": ["vision"],
+    }
+    return routing_catalog(routes_table(groups=groups), chat={"route_groups": ["text"]})
 
 
 async def test_r6_q7_quarantined_endpoint_is_never_chosen(
@@ -31,7 +45,10 @@ async def test_r6_q7_quarantined_endpoint_is_never_chosen(
         router = make_router(fleet.base_url, fleet.key, catalog=_catalog(), ignore_source=source)
         for _ in range(5):
             result = await router.complete(chat_body(), workload="chat")
-            assert result.route.id == "alpha" and result.completion.provider == "AlphaB"
+            assert result.route.id == "alpha" and result.completion.provider == "AlphaB", (
+                result.attempts,
+                fleet.requests()[-1]["body"].get("provider"),
+            )
         log = fleet.requests()
         assert [r["tag"] for r in log] == ["alpha-b"] * 5
         assert all("alpha-a" in r["body"]["provider"]["ignore"] for r in log)
