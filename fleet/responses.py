@@ -60,6 +60,37 @@ class ResetResponse(Response):
         cycle.disconnected = True
 
 
+class SSEResponse(Response):
+    """A lean event-stream response: sends each generated batch straight to the
+    server (no task group per stream) and stops when the client has gone."""
+
+    def __init__(self, body: AsyncIterator[bytes], entry: dict[str, Any]) -> None:
+        self.body_iterator = body
+        self.entry = entry
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"),
+            (b"x-accel-buffering", b"no"),
+        ]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        cycle = getattr(scope.get(RAW_SEND), "__self__", None)
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        try:
+            async for chunk in self.body_iterator:
+                if cycle is not None and getattr(cycle, "disconnected", False):
+                    self.entry["outcome"] = "client_disconnected"
+                    return
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
 def _base(plan: Plan, model: ModelSpec, gen_id: str) -> dict[str, Any]:
     return {
         "id": gen_id,

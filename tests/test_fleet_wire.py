@@ -201,7 +201,9 @@ def test_c3_slow_first_token_sends_keepalives(fleet: FleetHandle) -> None:
     raw = fleet.chat(_body("a/x")).content
     head = raw[: raw.index(b"data: ")]
     assert head == b": OPENROUTER PROCESSING\n\n" * head.count(b":")
-    assert head.count(b":") >= 5, "about one keep-alive per scaled second over 12 s (generous under load)"
+    assert head.count(b":") >= 5, (
+        "about one keep-alive per scaled second over 12 s (generous under load)"
+    )
     assert parse_sse(raw).done
 
 
