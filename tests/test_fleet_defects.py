@@ -131,7 +131,7 @@ def _defects_of(text: str, locale: str, finish: str | None) -> list[str]:
     return found
 
 
-def test_c9_startcorrupt_corrupts_about_19_of_20_starts(fleet: FleetHandle) -> None:
+def test_c9_startcorrupt_corrupts_19_of_20_starts(fleet: FleetHandle) -> None:
     """StartCorrupt (rate 0.95, seed 0): 19 of 20 replies start with stray punctuation or a fragment glued to `*`."""
     replies = [_content(r) for r in _texts(fleet, "startcorrupt/fp8", 20)]
     bad = [t for t in replies if not t.startswith("*")]
