@@ -6,9 +6,11 @@ other folders' tables on the same URL are neither created nor touched).
 Prompts, outputs and tool arguments appear only as SHA-256 hashes; the API
 key never appears at all.
 
-Writes are buffered: `emit()` is an O(1) append on the request path, and
-`EventLog.aflush()` (run periodically by the gateway, and at shutdown) writes
-the buffer in one transaction on a worker thread.
+The router builds plain `AttemptRecord` / `RequestRecord` dataclasses (cheap on
+the request path); `emit()` is an O(1) append, and `EventLog.aflush()` (run
+periodically by the gateway, and at shutdown) turns the buffer into ORM rows
+and writes them in one transaction on a worker thread. A failed flush is
+logged and that batch is dropped (serving never blocks on the ledger).
 """
 
 from __future__ import annotations

@@ -93,14 +93,12 @@ class UpstreamCall:
         `assembler.completion.done` False (a cut). Raises httpx errors as they come.
         """
         assert self._response is not None, "start() first"
-        lines = self._response.aiter_lines()
+        lines = _sse_lines(self._response.aiter_bytes())
         async for line in lines:
-            if not line or line.startswith(":"):
-                continue
-            if not line.startswith("data:"):
-                continue
+            if not line.startswith(b"data:"):
+                continue  # keep-alive comments (`:`), event/id fields, blank lines
             data = line[5:].strip()
-            if data == "[DONE]":
+            if data == b"[DONE]":
                 self.assembler.finish()
                 # read to the end of the body so the connection goes back to the pool
                 async for _ in lines:
@@ -108,7 +106,7 @@ class UpstreamCall:
                 return
             try:
                 chunk = json.loads(data)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, UnicodeDecodeError):
                 raise MalformedStream("an SSE data line is not JSON") from None
             if not isinstance(chunk, dict):
                 raise MalformedStream("an SSE data line is not an object")
@@ -120,6 +118,20 @@ class UpstreamCall:
                 return
             if piece:
                 yield piece
+
+
+async def _sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Split a byte stream into lines (LF or CRLF); cheaper than httpx's text decoding path."""
+    buffer = b""
+    async for chunk in chunks:
+        buffer += chunk
+        if b"\n" not in chunk:
+            continue
+        *complete, buffer = buffer.split(b"\n")
+        for line in complete:
+            yield line.rstrip(b"\r")
+    if buffer:
+        yield buffer.rstrip(b"\r")
 
 
 class Upstream:

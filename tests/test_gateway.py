@@ -228,3 +228,25 @@ async def test_r10_r11_events_hashed_metrics_and_report(
     assert (
         router_report(ledger_url, since=datetime.now(UTC) + timedelta(minutes=5))["requests"] == 0
     )
+
+
+def test_gateway_serve_refuses_without_keys_or_with_a_bad_contract_dir(
+    tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """`canary gateway serve` exits 2 with a clear message: no client keys, or a contract error naming file and field (R1)."""
+    from typer.testing import CliRunner
+
+    from canary.cli import app
+
+    monkeypatch.delenv("CANARY_GATEWAY_KEYS", raising=False)
+    result = CliRunner().invoke(app, ["gateway", "serve", "--port", "0"])
+    assert result.exit_code == 2 and "CANARY_GATEWAY_KEYS" in result.output
+    bad = tmp_path / "contracts"
+    bad.mkdir()
+    (bad / "routes.yaml").write_text("version: 1\nroutes: []\ngroups: {}\n")
+    (bad / "chat.yaml").write_text("workload: chat\n")
+    monkeypatch.setenv("CANARY_GATEWAY_KEYS", "k1,k2")
+    result = CliRunner().invoke(
+        app, ["gateway", "serve", "--port", "0", "--contracts", str(bad), "--no-quarantine"]
+    )
+    assert result.exit_code == 2 and "chat.yaml: version: Field required" in result.output

@@ -272,7 +272,7 @@ async def test_r4_slow_success_that_would_overrun_the_deadline(fleet: FleetHandl
     with pytest.raises(DeadlineExhaustedError):
         await router.complete(chat_body(), workload="chat")
     elapsed = time.monotonic() - started
-    assert elapsed < 1.5 + 0.25, elapsed
+    assert elapsed < 1.5 + 0.4, elapsed
     assert served_tags(fleet.requests()) == ["alpha-a"]  # the fallback was never started
 
 
