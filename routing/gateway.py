@@ -125,6 +125,7 @@ async def relay(result: RouterResult, router: Router, deadline_at: float) -> Asy
         if result.finish is not None:
             await result.finish(None, "")
         return
+    finished = False
     try:
         yield _chunk(base, {"role": "assistant", "content": result.head})
         try:
@@ -157,7 +158,10 @@ async def relay(result: RouterResult, router: Router, deadline_at: float) -> Asy
                 "metadata": {"error_type": failure, "operation_id": result.operation_id},
             }
             yield _chunk(base, {"content": ""}, "error", error=err)
+        finished = True
     finally:
+        if not finished and failure is None:  # the client went away mid-stream
+            failure, reason = "cancelled", "client_disconnected"
         rest = result.rest
         if rest is not None and hasattr(rest, "aclose"):
             with contextlib.suppress(Exception):

@@ -405,3 +405,21 @@ async def test_r5_no_hedge_when_the_primary_is_fast(fleet: FleetHandle) -> None:
     result = await router.complete(CLASSIFY, workload="classify")
     assert [a.route_id for a in result.attempts] == ["alpha"]
     assert served_tags(fleet.requests()) == ["alpha-a"]
+
+
+async def test_r2_in_band_error_chunk_is_rejected_and_falls_back(fleet: FleetHandle) -> None:
+    """An error chunk after HTTP 200 (finish_reason error) is never a success: classified and fallen back (R2, R7)."""
+    fleet.load(
+        routing_scenario(
+            faults={"alpha-a": [{"kind": "midstream_error", "after_fraction": 0.5, "rate": 1.0}]}
+        )
+    )
+    router = make_router(fleet.base_url, fleet.key)
+    result = await router.complete(chat_body(), workload="chat")
+    first = result.attempts[0]
+    assert (
+        first.http_success
+        and first.failure_class == FailureClass.CAPACITY
+        and first.validation == "in_band_error"
+    )
+    assert result.route.id == "beta"

@@ -29,7 +29,11 @@ class Counter:
         await asyncio.sleep(self.delay_s)
         if self.fail:
             raise RuntimeError("printer on fire")
-        return self.result if self.result is not None else {"ticket": f"T-{self.calls}", "title": args["title"]}
+        return (
+            self.result
+            if self.result is not None
+            else {"ticket": f"T-{self.calls}", "title": args["title"]}
+        )
 
 
 def test_r8_execution_key_is_canonical() -> None:
@@ -45,7 +49,9 @@ async def test_r8_concurrent_duplicates_run_the_tool_once(store: ToolStore) -> N
     """Ten concurrent duplicates of one operation run the side effect once and all get its result (R8)."""
     tool = Counter(delay_s=0.1)
     args = {"title": "printer on fire", "priority": "high"}
-    results = await asyncio.gather(*(store.run("op-dup", "create_ticket", args, tool) for _ in range(10)))
+    results = await asyncio.gather(
+        *(store.run("op-dup", "create_ticket", args, tool) for _ in range(10))
+    )
     assert tool.calls == 1
     assert all(r == {"ticket": "T-1", "title": "printer on fire"} for r in results)
     row = await store.get(execution_key("op-dup", "create_ticket", args))
@@ -71,7 +77,9 @@ async def test_r8_failed_execution_is_stored_and_not_rerun(store: ToolStore) -> 
     assert tool.calls == 1
 
 
-async def test_r8_ambiguous_timeout_is_unknown_and_policy_fail_never_replays(store: ToolStore) -> None:
+async def test_r8_ambiguous_timeout_is_unknown_and_policy_fail_never_replays(
+    store: ToolStore,
+) -> None:
     """A timeout is recorded unknown; policy fail raises explicitly now and on every duplicate (R8)."""
     tool = Counter(delay_s=1.0)
     args = {"title": "x"}
@@ -90,12 +98,22 @@ async def test_r8_unknown_with_reconcile_and_with_explicit_replay(store: ToolSto
     async def found(args: dict[str, Any]) -> Any:
         return {"ticket": "T-found"}
 
-    result = await store.run("op-r", "create_ticket", {"title": "x"}, slow, policy="reconcile", timeout_s=0.05, reconcile=found)
+    result = await store.run(
+        "op-r",
+        "create_ticket",
+        {"title": "x"},
+        slow,
+        policy="reconcile",
+        timeout_s=0.05,
+        reconcile=found,
+    )
     assert result == {"ticket": "T-found"} and slow.calls == 1
     assert await store.run("op-r", "create_ticket", {"title": "x"}, slow) == {"ticket": "T-found"}
 
     flaky = Counter(delay_s=0.2)
-    first = asyncio.create_task(store.run("op-p", "create_ticket", {"title": "y"}, flaky, policy="replay", timeout_s=0.1))
+    first = asyncio.create_task(
+        store.run("op-p", "create_ticket", {"title": "y"}, flaky, policy="replay", timeout_s=0.1)
+    )
     with pytest.raises(AmbiguousCompletionError):  # timed out, replayed once, timed out again
         await first
     assert flaky.calls == 2
