@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from probes.types import Contract
@@ -28,6 +28,10 @@ LOCALES: tuple[str, ...] = (
 
 _TEXT_KEYS = ("system", "language", "start", "structured")
 
+# Bundled data, read by path: importlib.resources trips over setuptools'
+# editable installs on Python 3.12.1 (test_installed_entry_point_outside_checkout).
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
 
 class UnknownLocaleError(KeyError):
     """No prompt pack exists for the locale."""
@@ -37,11 +41,7 @@ class UnknownLocaleError(KeyError):
 def prompt_pack(locale: str) -> dict[str, Any]:
     """The validated prompt pack of `locale` (cached; treat as read-only)."""
     try:
-        raw = (
-            resources.files("probes")
-            .joinpath("data", "prompts", f"{locale}.json")
-            .read_text("utf-8")
-        )
+        raw = (DATA_DIR / "prompts" / f"{locale}.json").read_text("utf-8")
     except FileNotFoundError as exc:
         raise UnknownLocaleError(
             f"no prompt pack for locale {locale!r}; known: {', '.join(LOCALES)}"

@@ -22,7 +22,7 @@ import json
 import re
 from collections.abc import Sequence
 from functools import cache
-from importlib import resources
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,16 +35,16 @@ REFUSAL_ERROR_TYPES = frozenset(
 )
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u00a0": " "})
 
+# Bundled data, read by path: importlib.resources trips over setuptools'
+# editable installs on Python 3.12.1 (test_installed_entry_point_outside_checkout).
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
 
 @cache
 def refusal_patterns(locale: str) -> tuple[re.Pattern[str], ...]:
     """The compiled opening-refusal patterns of `locale`; KeyError for an unknown locale."""
     try:
-        raw = (
-            resources.files("probes")
-            .joinpath("data", "refusal", f"{locale}.json")
-            .read_text("utf-8")
-        )
+        raw = (DATA_DIR / "refusal" / f"{locale}.json").read_text("utf-8")
     except FileNotFoundError as exc:
         raise KeyError(f"no refusal patterns for locale {locale!r}") from exc
     data = json.loads(raw)
