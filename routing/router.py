@@ -210,6 +210,9 @@ class Router:
                 raise self._exhausted(last, f"attempt budget of {contract.max_attempts} spent")
             now = self.clock()
             route = retry_route
+            if route is not None and not self.breakers.admit(route.id, now):
+                excluded.add(route.id)  # its circuit opened meanwhile: no same-route retry
+                route, wait_s = None, 0.0
             if route is None:
                 route = self._choose(pool, excluded, contract, needs, req, last, now)
             retry_route = None
@@ -217,7 +220,12 @@ class Router:
                 raise DeadlineExhaustedError(
                     f"{req.deadline.remaining(now) * 1000:.0f} ms left"
                     + (f" (after a {wait_s:.2f} s wait)" if wait_s else "")
-                    + f"; an attempt needs {self.policy.allowances.required_s * 1000:.0f} ms",
+                    + f"; an attempt needs {self.policy.allowances.required_s * 1000:.0f} ms"
+                    + (
+                        f"; last failure: {last[0].failure_class.value} ({last[0].reason})"
+                        if last
+                        else ""
+                    ),
                     reason="no_time_for_attempt",
                 )
             if wait_s > 0:
@@ -227,8 +235,12 @@ class Router:
                 res, tried = await self._hedged(req, route, pool, excluded, needs)
                 excluded.update(tried)
             else:
+                same_route = bool(req.attempts) and req.attempts[-1].route_id == route.id
                 res = await self._attempt(
-                    req, route, waited_s=wait_s, fallback_reason=fallback_reason
+                    req,
+                    route,
+                    waited_s=wait_s,
+                    fallback_reason=None if same_route else fallback_reason,
                 )
             route, wait_s = res.route, 0.0  # with hedging, the route that answered
             c = res.classification

@@ -52,6 +52,7 @@ async def test_r5_429_retry_after_honoured_on_first_attempt(fleet: FleetHandle) 
     assert sleep.waits == [1.0]
     assert [a.failure_class for a in result.attempts] == ["capacity", None]
     assert [r["status"] for r in fleet.requests()] == [429, 200]
+    assert router.metrics.snapshot()["fallback_rate"] == 0.0  # a same-route retry is not a fallback (R11)
 
 
 async def test_r5_retry_after_honoured_on_later_attempt(fleet: FleetHandle) -> None:
