@@ -121,33 +121,44 @@ class StreamAssembler:
     def feed(self, chunk: dict[str, Any]) -> str:
         """Add one chunk; return the content text it carried (possibly "")."""
         c = self.completion
-        c.id = c.id or chunk.get("id")
-        c.model = c.model or chunk.get("model")
-        c.provider = c.provider or chunk.get("provider")
-        if isinstance(chunk.get("usage"), dict):
+        if c.id is None:
+            c.id, c.model, c.provider = chunk.get("id"), chunk.get("model"), chunk.get("provider")
+        if "usage" in chunk and isinstance(chunk["usage"], dict):
             c.usage = chunk["usage"]
         if "error" in chunk:
             c.error = parse_error(chunk, in_band=True)
+        choices = chunk.get("choices")
+        if not choices or not isinstance(choices, list):
+            return ""
         text = ""
-        for choice in chunk.get("choices") or []:
+        for choice in choices:
             if not isinstance(choice, dict):
                 continue
-            delta = choice.get("delta") or {}
-            piece = delta.get("content")
-            if isinstance(piece, str) and piece:
-                text += piece
-            for call in delta.get("tool_calls") or []:
-                idx = int(call.get("index", len(self._calls)))
-                fn = call.get("function") or {}
-                slot = self._calls.setdefault(idx, ToolCall(id="", name="", arguments=""))
-                slot.id = slot.id or str(call.get("id") or f"call_{idx}")
-                slot.name += fn.get("name") or ""
-                slot.arguments += fn.get("arguments") or ""
-            if choice.get("finish_reason"):
-                c.finish_reason = choice["finish_reason"]
-        c.content += text
-        c.tool_calls = [self._calls[k] for k in sorted(self._calls)]
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                piece = delta.get("content")
+                if piece and isinstance(piece, str):
+                    text += piece
+                if "tool_calls" in delta:
+                    self._tool_deltas(delta["tool_calls"] or [])
+            finish = choice.get("finish_reason")
+            if finish:
+                c.finish_reason = finish
+        if text:
+            c.content += text
         return text
+
+    def _tool_deltas(self, calls: list[Any]) -> None:
+        for call in calls:
+            if not isinstance(call, dict):
+                continue
+            idx = int(call.get("index", len(self._calls)))
+            fn = call.get("function") or {}
+            slot = self._calls.setdefault(idx, ToolCall(id="", name="", arguments=""))
+            slot.id = slot.id or str(call.get("id") or f"call_{idx}")
+            slot.name += fn.get("name") or ""
+            slot.arguments += fn.get("arguments") or ""
+        self.completion.tool_calls = [self._calls[k] for k in sorted(self._calls)]
 
     def finish(self) -> None:
         self.completion.done = True

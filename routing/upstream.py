@@ -105,7 +105,7 @@ class UpstreamCall:
                     pass
                 return
             try:
-                chunk = json.loads(data)
+                chunk = json.loads(data.decode("utf-8"))
             except (json.JSONDecodeError, UnicodeDecodeError):
                 raise MalformedStream("an SSE data line is not JSON") from None
             if not isinstance(chunk, dict):
