@@ -184,7 +184,7 @@ INVOICE = {
             _done(json.dumps({**INVOICE, "currency": "JPY"})),
             "invoice_unsupported_currency",
         ),
-        ("classify", _done(json.dumps({"label": "weather"})), "classify_label_not_allowed"),
+        ("classify", _done(json.dumps({"label": "weather"})), "schema_invalid"),
         (
             "tool_agent",
             _done("", "tool_calls", [ToolCall("c1", "delete_everything", "{}")]),
@@ -237,9 +237,8 @@ def test_r7_accepted_answers_are_only_trimmed() -> None:
     v = accept(
         _done(json.dumps({"label": " billing "})), CATALOG.contract("classify"), CATALOG.schemas
     )
-    assert isinstance(v, Accepted) and v.parsed == {
-        "label": " billing "
-    }  # the field itself is never rewritten
+    # a padded label is not "repaired" by trimming the field: the schema rejects it
+    assert isinstance(v, Rejection) and v.reason == "schema_invalid"
 
 
 def test_r7_semantic_validators() -> None:

@@ -52,7 +52,9 @@ async def test_r5_429_retry_after_honoured_on_first_attempt(fleet: FleetHandle) 
     assert sleep.waits == [1.0]
     assert [a.failure_class for a in result.attempts] == ["capacity", None]
     assert [r["status"] for r in fleet.requests()] == [429, 200]
-    assert router.metrics.snapshot()["fallback_rate"] == 0.0  # a same-route retry is not a fallback (R11)
+    assert (
+        router.metrics.snapshot()["fallback_rate"] == 0.0
+    )  # a same-route retry is not a fallback (R11)
 
 
 async def test_r5_retry_after_honoured_on_later_attempt(fleet: FleetHandle) -> None:
@@ -208,11 +210,11 @@ async def test_r7_invalid_successful_response_rejected_then_fallback(
 
 
 async def test_r7_semantic_check_rejects_http_success_everywhere(fleet: FleetHandle) -> None:
-    """Label outside the allowed set on every route: explicit invalid-response failure, never a success (R7, R11)."""
+    """A schema-valid label outside the workload's allowed set on every route: explicit invalid-response failure, never a success (R7, R11)."""
     fleet.load(routing_scenario())
-    router = make_router(
-        fleet.base_url, fleet.key, catalog=routing_catalog(classify={"hedge_after_ms": None})
-    )
+    semantic = {"validator": "classify", "params": {"labels": ["refund-only"]}}
+    catalog = routing_catalog(classify={"hedge_after_ms": None, "semantic": semantic})
+    router = make_router(fleet.base_url, fleet.key, catalog=catalog)
     with pytest.raises(InvalidResponseError) as err:
         await router.complete(CLASSIFY, workload="classify")
     assert err.value.reason == "classify_label_not_allowed"
