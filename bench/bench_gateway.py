@@ -58,6 +58,32 @@ ROUTES = {
     ],
     "groups": {g: ["echo"] for g in ("text", "schema", "tools", "vision", "long_context")},
 }
+# The floor for any HTTP gateway on this stack: a bare Starlette + httpx pass-through
+# (no routing, no parsing, no validation) on the same uvicorn/h11 server.
+BARE_PROXY = """
+import sys, httpx, uvicorn
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
+upstream, key = sys.argv[1], sys.argv[2]
+client = httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=200, max_keepalive_connections=200))
+async def chat(request):
+    r = await client.post(upstream + "/chat/completions", content=await request.body(),
+                          headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    return Response(r.content, status_code=r.status_code, media_type=r.headers.get("content-type"))
+app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", http="h11", loop="asyncio")
+server = uvicorn.Server(config)
+import asyncio
+async def main():
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.02)
+    print("bare proxy at http://127.0.0.1:%d/v1" % server.servers[0].sockets[0].getsockname()[1], flush=True)
+    await task
+asyncio.run(main())
+"""
+
 BODY = {
     "model": MODEL,
     "messages": [{"role": "user", "content": "Continue the scene: the lantern flickers."}],
@@ -177,6 +203,16 @@ def main() -> None:
         fleet.terminate()
         raise
     try:
+        bare, bare_url = _start(
+            [py, "-c", BARE_PROXY, fleet_url, genv["CANARY_API_KEY"]],
+            env,
+            r"at (http://[\d.:]+/v1)",
+        )
+    except Exception:
+        gateway.terminate()
+        fleet.terminate()
+        raise
+    try:
         direct = (
             f"{fleet_url}/chat/completions",
             {"Authorization": f"Bearer {genv['CANARY_API_KEY']}"},
@@ -187,25 +223,38 @@ def main() -> None:
             {"Authorization": "Bearer bench-key", "X-Workload": "chat"},
             BODY,
         )
-        rows = []
+        floor = (f"{bare_url}/chat/completions", {}, {**BODY, "stream": True})
+        print(
+            f"gateway overhead on this machine ({os.cpu_count()} CPUs; fleet, proxies and client share them)"
+        )
+        print("  direct  = client -> fleet (streamed, read to [DONE])")
+        print(
+            "  bare    = client -> bare Starlette+httpx pass-through -> fleet (the floor of any gateway here)"
+        )
+        print(
+            "  gateway = client -> canary gateway (workload chat, non-stream) -> fleet (streamed upstream)"
+        )
+        print(
+            f"{'conc':>4} {'n':>5} {'path':>8} | {'p50':>8} {'p99':>9} {'req/s':>6} | {'added p50':>9} {'added p99':>9}"
+        )
         for conc in (1, 50):
             n = args.requests if conc > 1 else max(100, args.requests // 2)
             d_lat, d_rps = asyncio.run(_run(*direct, n, conc))
+            b_lat, b_rps = asyncio.run(_run(*floor, n, conc))
             g_lat, g_rps = asyncio.run(_run(*via, n, conc))
-            rows.append((conc, n, d_lat, d_rps, g_lat, g_rps))
-        print(
-            f"gateway overhead (fleet direct, streamed, vs through the gateway, non-stream; {os.cpu_count()} CPUs)"
-        )
-        print(
-            f"{'conc':>4} {'n':>5} | {'direct p50':>10} {'p99':>8} {'req/s':>7} | {'gateway p50':>11} {'p99':>8} {'req/s':>7} | {'added p50':>9} {'added p99':>9}"
-        )
-        for conc, n, d, drps, g, grps in rows:
-            dp50, dp99, gp50, gp99 = _pct(d, 50), _pct(d, 99), _pct(g, 50), _pct(g, 99)
-            print(
-                f"{conc:>4} {n:>5} | {dp50:>8.2f}ms {dp99:>6.2f}ms {drps:>7.0f} | {gp50:>9.2f}ms {gp99:>6.2f}ms {grps:>7.0f} | {gp50 - dp50:>7.2f}ms {gp99 - dp99:>7.2f}ms"
-            )
+            dp50, dp99 = _pct(d_lat, 50), _pct(d_lat, 99)
+            for name, lat, rps in (
+                ("direct", d_lat, d_rps),
+                ("bare", b_lat, b_rps),
+                ("gateway", g_lat, g_rps),
+            ):
+                p50, p99 = _pct(lat, 50), _pct(lat, 99)
+                added = "" if name == "direct" else f"{p50 - dp50:>7.2f}ms {p99 - dp99:>7.2f}ms"
+                print(
+                    f"{conc:>4} {n:>5} {name:>8} | {p50:>6.2f}ms {p99:>7.2f}ms {rps:>6.0f} | {added}"
+                )
     finally:
-        for proc in (gateway, fleet):
+        for proc in (bare, gateway, fleet):
             proc.terminate()
             try:
                 proc.wait(timeout=10)

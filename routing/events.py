@@ -8,8 +8,8 @@ key never appears at all.
 
 The router builds plain `AttemptRecord` / `RequestRecord` dataclasses (cheap on
 the request path); `emit()` is an O(1) append, and `EventLog.aflush()` (run
-periodically by the gateway, and at shutdown) turns the buffer into ORM rows
-and writes them in one transaction on a worker thread. A failed flush is
+periodically by the gateway, and at shutdown) writes the buffer with two Core
+bulk inserts in one transaction on a worker thread. A failed flush is
 logged and that batch is dropped (serving never blocks on the ledger).
 """
 
@@ -24,9 +24,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import insert
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import registry
-from sqlmodel import Field, Session, SQLModel, create_engine
+from sqlmodel import Field, SQLModel, create_engine
 
 
 class _RoutingBase(SQLModel, registry=registry()):
@@ -170,10 +171,14 @@ class EventLog:
             batch, self._buffer = self._buffer, []
             if not batch:
                 return 0
-            with Session(self.engine, expire_on_commit=False) as session:
-                session.add_all(_row(r) for r in batch)
-                session.commit()
-                session.expunge_all()
+            attempts = [asdict(r) for r in batch if isinstance(r, AttemptRecord)]
+            requests = [asdict(r) for r in batch if isinstance(r, RequestRecord)]
+            # Core bulk inserts: no ORM objects on the flush thread (it shares the GIL with serving)
+            with self.engine.begin() as conn:
+                if attempts:
+                    conn.execute(insert(AttemptEvent), attempts)
+                if requests:
+                    conn.execute(insert(RequestEvent), requests)
             return len(batch)
 
     async def aflush(self) -> int:
@@ -193,8 +198,3 @@ class EventLog:
     def close(self) -> None:
         self.flush()
         self.engine.dispose()
-
-
-def _row(record: AttemptRecord | RequestRecord) -> _RoutingBase:
-    table: type[_RoutingBase] = AttemptEvent if isinstance(record, AttemptRecord) else RequestEvent
-    return table(**asdict(record))
