@@ -112,6 +112,7 @@ _EXCEPTIONS: tuple[tuple[type[BaseException], FailureClass | None, bool], ...] =
     (TimeoutError, None, False),  # asyncio.timeout() cut the attempt to the budget
     (asyncio.IncompleteReadError, None, False),
     (ConnectionError, None, False),
+    (OSError, F.TRANSIENT, False),  # DNS / socket errors that escaped httpx's mapping
 )
 
 

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+import logging
 import re
 import time
 from collections.abc import AsyncIterator
@@ -40,6 +41,7 @@ from starlette.routing import Route
 from routing.errors import FailureClass, PermanentRequestError, RoutingError
 from routing.router import Router, RouterResult, new_operation_id
 
+log = logging.getLogger(__name__)
 _OP_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
@@ -232,6 +234,11 @@ def create_app(router: Router, *, keys: list[str], flush_every_s: float = 0.5) -
                 result = await router.complete(body, workload=workload, operation_id=operation_id)
         except RoutingError as exc:
             return error_response(exc, operation_id)
+        except Exception:  # a bug of ours: explicit, OpenAI-shaped, with the operation id
+            log.exception("internal error for operation %s", operation_id)
+            body = {"error": {"message": "internal gateway error", "type": "internal_error", "code": "internal_error",
+                              "param": None, "failure_class": None, "operation_id": operation_id}}  # fmt: skip
+            return JSONResponse(body, status_code=500, headers={"X-Operation-Id": operation_id})
         headers = {
             "X-Operation-Id": operation_id,
             "X-Route": result.route.id,
