@@ -97,8 +97,10 @@ def register(app: typer.Typer) -> None:
         target = _model(settings, model)
 
         async def go() -> Any:
+            from canary.tables import quiet_task_logs
             from flows.canary_round import canary_round
 
+            quiet_task_logs()
             state = await canary_round(
                 model=target,
                 mode=mode.value if mode else None,

@@ -128,11 +128,12 @@ async def _rounds(base_url: str, key: str, ui_url: str, rounds_before_fix: int) 
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from canary.settings import load_settings
-    from canary.tables import print_round
+    from canary.tables import print_round, quiet_task_logs
     from flows.canary_round import canary_round
     from probes.client import ProbeClient
 
     settings = load_settings()
+    quiet_task_logs()
     with temporary_settings(updates={PREFECT_API_URL: os.environ["PREFECT_API_URL"]}):
         async with ProbeClient.from_settings(settings) as client:
             tags = [e.tag for e in await client.discover(DEFAULT_MODEL)]
@@ -151,6 +152,9 @@ async def _rounds(base_url: str, key: str, ui_url: str, rounds_before_fix: int) 
     _say(
         f"\n[demo] inspect the flow runs, task runs, artifacts and logs in the Prefect UI: {ui_url}"
     )
+    from prefect.logging.handlers import APILogHandler
+
+    await APILogHandler.aflush()  # ship the last run logs before the server goes away
     return 0
 
 

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 console = Console()
+
+
+def quiet_task_logs() -> None:
+    """Keep the console to per-endpoint progress lines: task-run chatter (started,
+    finished) stays in the Prefect UI, where the audit log is."""
+    logging.getLogger("prefect.task_runs").setLevel(logging.WARNING)
+
 
 _VERDICT_STYLE = {"failed": "bold red", "frozen": "yellow", "clean": "green"}
 
