@@ -26,12 +26,13 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from routing.acceptance import Accepted
+from routing.accounting import RequestState, attempt_record, request_record
 from routing.attempt import AttemptResult, run_attempt, upstream_body
 from routing.backoff import full_jitter_delay
 from routing.breaker import BreakerBoard, CircuitStatus
@@ -49,8 +50,9 @@ from routing.errors import (
     PermanentRequestError,
     RoutingError,
 )
-from routing.events import AttemptRecord, EventLog, RequestRecord, sha256_text
+from routing.events import AttemptRecord, EventLog
 from routing.exclusions import IgnoreSource
+from routing.hedge import hedged
 from routing.metrics import RouterMetrics
 from routing.response import Completion
 from routing.routes import Catalog, Route
@@ -84,18 +86,6 @@ class RouterResult:
     async def close(self) -> None:
         if self.call is not None:
             await self.call.aclose()
-
-
-@dataclass
-class _Request:
-    operation_id: str
-    contract: Contract
-    body: dict[str, Any]
-    started: float
-    deadline: Deadline
-    stream: bool
-    attempts: list[AttemptRecord] = field(default_factory=list)
-    cost_usd: float = 0.0
 
 
 def new_operation_id() -> str:
@@ -163,7 +153,7 @@ class Router:
                 operation_id=operation_id,
                 reason="invalid_request",
             )
-        req = _Request(
+        req = RequestState(
             operation_id,
             contract,
             body,
@@ -187,7 +177,7 @@ class Router:
             result.finish = self._stream_finisher(req, result)
         return result
 
-    async def _loop(self, req: _Request) -> RouterResult:
+    async def _loop(self, req: RequestState) -> RouterResult:
         contract = req.contract
         needs = estimate_needs(contract, req.body)
         if needs.input_tokens > contract.max_input_tokens:
@@ -291,7 +281,7 @@ class Router:
                 fallback_reason = f"retry_after_{c.retry_after_s:g}s_exceeds_deadline"
             excluded.add(route.id)
 
-    def _hedging(self, req: _Request) -> bool:
+    def _hedging(self, req: RequestState) -> bool:
         c = req.contract
         return (
             c.hedge_after_ms is not None and c.latency_critical and c.side_effect_free
@@ -299,51 +289,36 @@ class Router:
         )  # fmt: skip
 
     async def _hedged(
-        self, req: _Request, primary: Route, pool: list[Route], excluded: set[str], needs: Any
+        self, req: RequestState, primary: Route, pool: list[Route], excluded: set[str], needs: Any
     ) -> tuple[AttemptResult, list[str]]:
-        """Start the primary; if it has not finished after `hedge_after_ms`, start the next
-        compatible route too. The first accepted answer wins; the loser is cancelled and its
-        (estimated) cost is still counted on the request."""
+        """The primary, plus the next compatible route if the primary is still running after
+        `hedge_after_ms`; the first accepted answer wins (routing.hedge)."""
         assert req.contract.hedge_after_ms is not None
-        first = asyncio.create_task(self._attempt(req, primary, waited_s=0.0, fallback_reason=None))
-        tasks = {first}
-        try:
-            done, _ = await asyncio.wait(tasks, timeout=req.contract.hedge_after_ms / 1000)
-            if done:
-                return first.result(), []
+        tried = [primary.id]
+
+        def backup() -> Coroutine[Any, Any, AttemptResult] | None:
             now = self.clock()
+            if not req.deadline.may_start(now):
+                return None
             try:
-                backup = self._choose(
+                route = self._choose(
                     pool, excluded | {primary.id}, req.contract, needs, req, None, now
                 )
             except RoutingError:
-                return await first, []
-            if not req.deadline.may_start(now):
-                return await first, []
-            tasks.add(
-                asyncio.create_task(
-                    self._attempt(req, backup, waited_s=0.0, fallback_reason="hedge", hedged=True)
-                )
-            )
-            last: AttemptResult | None = None
-            pending = set(tasks)
-            while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    result = task.result()
-                    if result.classification is None:
-                        return result, [primary.id, backup.id]
-                    last = result
-            assert last is not None
-            return last, [primary.id, backup.id]
-        finally:
-            losers = [t for t in tasks if not t.done()]
-            for t in losers:
-                t.cancel()
-            await asyncio.gather(*losers, return_exceptions=True)
+                return None
+            tried.append(route.id)
+            return self._attempt(req, route, waited_s=0.0, fallback_reason="hedge", hedged=True)
+
+        result, _ = await hedged(
+            self._attempt(req, primary, waited_s=0.0, fallback_reason=None),
+            after_s=req.contract.hedge_after_ms / 1000,
+            backup=backup,
+            won=lambda r: r.classification is None,
+        )
+        return result, tried if len(tried) > 1 else []
 
     def _choose(
-        self, pool: list[Route], excluded: set[str], contract: Contract, needs: Any, req: _Request,
+        self, pool: list[Route], excluded: set[str], contract: Contract, needs: Any, req: RequestState,
         last: tuple[Classification, AttemptResult] | None, now: float,
     ) -> Route:  # fmt: skip
         available = [r for r in pool if r.id not in excluded]
@@ -393,7 +368,7 @@ class Router:
     # ---- one attempt + its event ------------------------------------------------------------
 
     async def _attempt(
-        self, req: _Request, route: Route, *, waited_s: float, fallback_reason: str | None,
+        self, req: RequestState, route: Route, *, waited_s: float, fallback_reason: str | None,
         hedged: bool = False,
     ) -> AttemptResult:  # fmt: skip
         now = self.clock()
@@ -460,68 +435,27 @@ class Router:
             success_rate=0.8 * h.success_rate + 0.2 * (1.0 if ok else 0.0), latency_ms=lat
         )
 
-    def _record_attempt(
-        self,
-        req: _Request,
-        res: AttemptResult,
-        *,
-        waited_s: float,
-        fallback_reason: str | None,
-        circuit: str,
-        cancelled: bool = False,
-        hedged: bool = False,
-    ) -> None:
-        comp = res.completion
-        prompt_t, completion_t = comp.tokens()
-        cost = comp.cost_usd
-        if cost is None:
-            billable = res.status_code == 200 or cancelled  # a cancelled loser may still bill
-            if not prompt_t and billable:
-                prompt_t = estimate_needs(req.contract, req.body).input_tokens
-            completion_t = completion_t or len(comp.content) // 4
-            cost = res.route.estimate_cost(prompt_t, completion_t) if billable else 0.0
-        req.cost_usd += cost
-        c = res.classification
-        index = len(req.attempts)
-        ev = AttemptRecord(
-            operation_id=req.operation_id, attempt_id=f"{req.operation_id}.{index}", attempt_index=index,
-            workload=req.contract.workload, route_id=res.route.id, model=res.route.model, provider=comp.provider,
-            failure_class=None if c is None else c.failure_class.value, reason=None if c is None else c.reason,
-            status_code=res.status_code, http_success=res.status_code == 200,
-            latency_ms=(res.ended - res.started) * 1000, ttft_ms=None if res.ttft_s is None else res.ttft_s * 1000,
-            prompt_tokens=prompt_t, completion_tokens=completion_t, cost_usd=cost, fallback_reason=fallback_reason,
-            validation=(None if cancelled else "accepted" if c is None else res.rejection.reason if res.rejection else None),
-            circuit_state=circuit, hedged=hedged, cancelled=cancelled, waited_s=waited_s,
-        )  # fmt: skip
-        req.attempts.append(ev)
-        self.metrics.observe_attempt(ev)
+    def _record_attempt(self, req: RequestState, res: AttemptResult, **kw: Any) -> None:
+        record = attempt_record(req, res, **kw)
+        self.metrics.observe_attempt(record)
         if self.events is not None:
-            self.events.emit(ev)
+            self.events.emit(record)
 
     def _finish_request(
         self,
-        req: _Request,
+        req: RequestState,
         outcome: str,
         reason: str | None,
         route: Route | None,
         comp: Completion | None,
     ) -> None:
-        ev = RequestRecord(
-            operation_id=req.operation_id, workload=req.contract.workload, contract_version=req.contract.version,
-            outcome=outcome, reason=reason, final_route=route.id if route else None,
-            final_provider=comp.provider if comp else None, attempts=len(req.attempts),
-            fallbacks=sum(1 for a in req.attempts if a.fallback_reason and a.route_id != (req.attempts[0].route_id if req.attempts else None)),
-            latency_ms=(self.clock() - req.started) * 1000, cost_usd=req.cost_usd,
-            prompt_sha256=sha256_text(req.body.get("messages")),
-            output_sha256=sha256_text(comp.content) if comp is not None and outcome == "accepted" else None,
-            stream=req.stream,
-        )  # fmt: skip
-        self.metrics.observe_request(ev)
+        record = request_record(req, outcome, reason, route, comp, now=self.clock())
+        self.metrics.observe_request(record)
         if self.events is not None:
-            self.events.emit(ev)
+            self.events.emit(record)
 
     def _stream_finisher(
-        self, req: _Request, result: RouterResult
+        self, req: RequestState, result: RouterResult
     ) -> Callable[[str | None, str], Awaitable[None]]:
         async def finish(failure: str | None, reason: str) -> None:
             self._finish_request(

@@ -1,0 +1,102 @@
+"""Per-request bookkeeping of the router: the request's running state and the
+R10 records built from it (pure: data in, records out; `now` is passed in).
+
+    RequestState      operation id, contract, body, deadline, attempts so far, cost so far
+    attempt_record    one AttemptRecord from an AttemptResult (cost estimated from the
+                      route's prices when the upstream reported none; a cancelled hedge
+                      loser is still billed for its prompt)
+    request_record    the one RequestRecord at the end (prompt/output only as hashes)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from routing.attempt import AttemptResult
+from routing.capability import estimate_needs
+from routing.contracts import Contract
+from routing.deadline import Deadline
+from routing.events import AttemptRecord, RequestRecord, sha256_text
+from routing.response import Completion
+from routing.routes import Route
+
+
+@dataclass
+class RequestState:
+    operation_id: str
+    contract: Contract
+    body: dict[str, Any]
+    started: float
+    deadline: Deadline
+    stream: bool
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    cost_usd: float = 0.0
+
+
+def attempt_record(
+    req: RequestState,
+    res: AttemptResult,
+    *,
+    waited_s: float,
+    fallback_reason: str | None,
+    circuit: str,
+    cancelled: bool = False,
+    hedged: bool = False,
+) -> AttemptRecord:
+    """Build the attempt's record; adds its cost to `req.cost_usd` and appends it to `req.attempts`."""
+    comp = res.completion
+    prompt_t, completion_t = comp.tokens()
+    cost = comp.cost_usd
+    if cost is None:
+        billable = res.status_code == 200 or cancelled  # a cancelled loser may still bill
+        if not prompt_t and billable:
+            prompt_t = estimate_needs(req.contract, req.body).input_tokens
+        completion_t = completion_t or len(comp.content) // 4
+        cost = res.route.estimate_cost(prompt_t, completion_t) if billable else 0.0
+    req.cost_usd += cost
+    c = res.classification
+    index = len(req.attempts)
+    validation = (
+        None
+        if cancelled
+        else "accepted"
+        if c is None
+        else res.rejection.reason
+        if res.rejection
+        else None
+    )
+    record = AttemptRecord(
+        operation_id=req.operation_id, attempt_id=f"{req.operation_id}.{index}", attempt_index=index,
+        workload=req.contract.workload, route_id=res.route.id, model=res.route.model, provider=comp.provider,
+        failure_class=None if c is None else c.failure_class.value, reason=None if c is None else c.reason,
+        status_code=res.status_code, http_success=res.status_code == 200,
+        latency_ms=(res.ended - res.started) * 1000, ttft_ms=None if res.ttft_s is None else res.ttft_s * 1000,
+        prompt_tokens=prompt_t, completion_tokens=completion_t, cost_usd=cost, fallback_reason=fallback_reason,
+        validation=validation, circuit_state=circuit, hedged=hedged, cancelled=cancelled, waited_s=waited_s,
+    )  # fmt: skip
+    req.attempts.append(record)
+    return record
+
+
+def request_record(
+    req: RequestState,
+    outcome: str,
+    reason: str | None,
+    route: Route | None,
+    comp: Completion | None,
+    *,
+    now: float,
+) -> RequestRecord:
+    """The request-level record: outcome ("accepted" or a failure class), totals, hashes."""
+    first = req.attempts[0].route_id if req.attempts else None
+    return RequestRecord(
+        operation_id=req.operation_id, workload=req.contract.workload, contract_version=req.contract.version,
+        outcome=outcome, reason=reason, final_route=route.id if route else None,
+        final_provider=comp.provider if comp else None, attempts=len(req.attempts),
+        fallbacks=sum(1 for a in req.attempts if a.fallback_reason and a.route_id != first),
+        latency_ms=(now - req.started) * 1000, cost_usd=req.cost_usd,
+        prompt_sha256=sha256_text(req.body.get("messages")),
+        output_sha256=sha256_text(comp.content) if comp is not None and outcome == "accepted" else None,
+        stream=req.stream,
+    )  # fmt: skip
