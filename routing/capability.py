@@ -101,6 +101,9 @@ def _why_not(
         return "no_schema_mode"
     if route.model_class not in contract.allowed_model_classes:
         return "model_class"
+    wanted = contract.constraints.regions
+    if wanted and not set(wanted) & set(route.regions):
+        return "region"
     if route.estimate_cost(needs.input_tokens, needs.output_tokens) > remaining_cost_usd:
         return "cost"
     return None

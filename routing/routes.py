@@ -12,6 +12,7 @@
         model_class: general
         pricing: {prompt: 0.00000023, completion: 0.0000004}   # USD per token
         latency_p50_ms: 400                  # prior for ranking
+        regions: [us, eu]                    # optional; matched against contract constraints.regions
     groups:
       text: [llama-70b, qwen-72b]
       schema: [qwen-72b, llama-70b]
@@ -58,6 +59,7 @@ class Route(BaseModel):
     model_class: str = "general"
     pricing: RoutePricing = RoutePricing()
     latency_p50_ms: float = Field(default=1000.0, ge=0)
+    regions: tuple[str, ...] = ()  # where it is served; matched against contract constraints
 
     @model_validator(mode="after")
     def _provider_keys(self) -> Route:

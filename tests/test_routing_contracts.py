@@ -137,6 +137,15 @@ def test_r6_capability_filter_by_modality_context_tools_schema_class_cost() -> N
         suppressed=frozenset({"llama-70b"}),
     )
     assert sel.dropped == {"llama-70b": "circuit_open"}
+    eu_only = chat.model_copy(
+        update={"constraints": chat.constraints.model_copy(update={"regions": ("eu",)})}
+    )
+    sel = select_routes(
+        list(routes), eu_only, estimate_needs(chat, _body("hi")), remaining_cost_usd=1
+    )
+    assert sel.ranked == [] and set(sel.dropped.values()) == {
+        "region"
+    }  # shipped routes declare no region
     tools = CATALOG.contract("tool_agent")
     assert estimate_needs(tools, _body("x")).tools
 
