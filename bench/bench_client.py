@@ -16,12 +16,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,35 +31,11 @@ from canary.settings import load_settings  # noqa: E402
 from probes.client import ProbeClient  # noqa: E402
 from probes.prompts import prompt_for  # noqa: E402
 from probes.types import Contract, Endpoint  # noqa: E402
+from tests.fixtures.fleet import start_fleet, stop_fleet  # noqa: E402
 
 MODEL = "meta-llama/llama-3.3-70b-instruct"
 TAGS = ("groq/fp16", "deepinfra/fp8", "hyperbolic/bf16")
 TIME_SCALE = 0.1
-
-
-def start_fleet() -> tuple[subprocess.Popen[bytes], str]:
-    log = tempfile.NamedTemporaryFile(prefix="bench-fleet-", suffix=".log", delete=False)  # noqa: SIM115
-    cmd = [sys.executable, "-m", "canary.cli", "fleet", "serve", "--scenario", "seed-incidents",
-           "--host", "127.0.0.1", "--port", "0", "--time-scale", str(TIME_SCALE), "--seed", "0"]  # fmt: skip
-    proc = subprocess.Popen(
-        cmd,
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        match = re.search(
-            r"serving .* at (http://[\d.]+:\d+)/api/v1", Path(log.name).read_text(errors="replace")
-        )
-        if match:
-            return proc, match.group(1)
-        if proc.poll() is not None:
-            raise SystemExit(f"fleet exited: {Path(log.name).read_text()}")
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("fleet did not start")
 
 
 def zero_jitter(root: str) -> dict[str, float]:
@@ -193,15 +165,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40)
     args = parser.parse_args()
-    proc, root = start_fleet()
+    fleet = start_fleet("seed-incidents", time_scale=TIME_SCALE, seed=0)
     try:
-        asyncio.run(run(root, args.rounds))
+        asyncio.run(run(fleet.root_url, args.rounds))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_fleet(fleet)
 
 
 if __name__ == "__main__":
