@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 from typing import Any, Literal
+from uuid import UUID
 
-from prefect import flow, get_run_logger
+from prefect import flow, get_client, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from prefect.concurrency.asyncio import concurrency
 from prefect.runtime import flow_run
@@ -65,6 +66,15 @@ def _run_name() -> str:
     return f"{params.get('model', DEFAULT_MODEL)} @ {as_utc(at):%Y-%m-%d %H:%MZ}"
 
 
+async def _tag_run(*tags: str) -> None:
+    """Tags say model and mode (O3), however the run was started (CLI, schedule, UI)."""
+    run_id = flow_run.id
+    if run_id is None:
+        return
+    async with get_client() as client:
+        await client.update_flow_run(UUID(run_id), tags=sorted({*flow_run.tags, *tags}))
+
+
 def round_lock_name(model: str) -> str:
     return f"canary-round-{model_slug(model)}"
 
@@ -81,6 +91,7 @@ async def canary_round(
     settings = load_settings()
     run_mode = Mode(mode or settings.mode)
     at = as_utc(at or datetime.now(UTC))
+    await _tag_run(f"model:{model}", f"mode:{run_mode.value}")
     lock = round_lock_name(model)
     await ensure_limit(lock)
     try:

@@ -283,3 +283,56 @@ async def test_c8_language_failure_confirmed_by_majority_and_locale_sticks(
     assert rows2["always/fp8"][0] == rows["always/fp8"][0]  # sticky locale (C8)
     assert rows2["once/fp8"][0] != rows["once/fp8"][0]  # rotation moved on
     assert ("suspended", "always/fp8") in _kinds(second)
+
+
+async def test_o1_o3_round_run_is_named_tagged_and_leaves_artifacts(
+    canary_env: FleetHandle,
+) -> None:
+    """The flow run says model and time in its name, model and mode in its tags, and leaves
+    the endpoint x contract table and a markdown summary explaining each decision."""
+    from prefect import get_client
+    from prefect.artifacts import Artifact
+
+    from quarantine.models import model_slug
+
+    model = "test/audit"
+    canary_env.load(
+        scenario(
+            model,
+            [
+                endpoint("a/fp8"),
+                endpoint("b/fp8"),
+                endpoint("c/fp8"),
+                endpoint("bad/fp8", defects=STRAY),
+            ],
+        ),
+        time_scale=0.25,
+    )
+    await _round(model, T0)
+    state = await canary_round(model=model, mode="enforce", at=T0 + HALF_HOUR, return_state=True)
+    async with get_client() as client:
+        run = await client.read_flow_run(state.state_details.flow_run_id)
+    assert run.name == "test/audit @ 2026-11-02 00:30Z"
+    assert {"model:test/audit", "mode:enforce"} <= set(run.tags)
+
+    table = await Artifact.aget(f"canary-round-{model_slug(model)}")
+    assert table is not None and table.flow_run_id == run.id
+    rows = json.loads(table.data) if isinstance(table.data, str) else table.data
+    assert {(r["endpoint"], r["contract"]) for r in rows} >= {
+        ("bad/fp8", "start"),
+        ("a/fp8", "language"),
+    }
+    assert any(r["endpoint"] == "bad/fp8" and r["outcome"] == "fail" for r in rows)
+    summary = await Artifact.aget(f"canary-decisions-{model_slug(model)}")
+    assert summary is not None and isinstance(summary.data, str)
+    assert "| suspended | `bad/fp8` |" in summary.data and "start:stray_start" in summary.data
+
+
+async def test_o1_discovery_failure_fails_the_run_and_changes_no_state(
+    canary_env: FleetHandle,
+) -> None:
+    """An unknown model fails the flow run visibly; no quarantine state is written."""
+    state = await canary_round(model="nobody/nothing", at=T0, return_state=True)
+    assert state.is_failed()
+    assert "nobody/nothing" in (state.message or "")
+    assert (await aload_state("nobody/nothing")).revision == 0
