@@ -228,11 +228,11 @@ def majority(outcomes: Sequence[Outcome]) -> Outcome:
     unsupported attempts do not vote. Then:
     - fail when at least 2 votes fail and fails outnumber passes (2 of 3);
     - pass when at least 2 votes pass and passes outnumber fails;
-    - inconclusive otherwise, e.g. fail + pass + transport, or fail + 2 transport:
-      a single failing vote never fails a host, and a host whose confirmations
-      were unreachable is neither failed nor cleared (`undecided`);
-    - with no vote at all: transport (or misrouted if any attempt was), so the
-      round freezes the provider's score (Q1) instead of judging it.
+    - inconclusive when at least 2 votes split, e.g. fail + pass + transport:
+      a single failing vote never fails a host (`undecided`);
+    - with fewer than 2 votes (e.g. fail + 2 transport): transport (or misrouted if
+      any attempt was), so a host whose confirmations were unreachable is neither
+      failed nor cleared: the round freezes the provider's score (Q1).
     """
     if not outcomes:
         raise ValueError("majority needs at least one outcome")
@@ -257,10 +257,12 @@ def majority(outcomes: Sequence[Outcome]) -> Outcome:
         return Outcome(
             status=OutcomeStatus.PASS, reason="majority_pass", evidence=evidence, **common
         )
-    if votes:
+    if len(votes) >= 2:
         return Outcome(
             status=OutcomeStatus.INCONCLUSIVE, reason="undecided", evidence=evidence, **common
         )
+    # fewer than two votes: the confirmations were not heard, so the round cannot clear
+    # (or fail) the host; it freezes its score like any transport problem (Q1)
     if any(o.status is OutcomeStatus.MISROUTED for o in outcomes):
         return Outcome(
             status=OutcomeStatus.MISROUTED, reason="misrouted", evidence=evidence, **common

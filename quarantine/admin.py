@@ -79,7 +79,7 @@ def model_status(state: ModelState, ignore: list[IgnoreEntry], now: datetime) ->
     for tag, ps in state.providers.items():
         if not ps.suspended(now):
             kind = EndpointState.ACTIVE
-        elif ps.suspended_until is not None:
+        elif ps.suspended_until is not None and state.mode is Mode.ENFORCE:
             kind = EndpointState.SUSPENDED
         else:
             kind = EndpointState.SHADOW_SUSPENDED

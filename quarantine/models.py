@@ -102,6 +102,7 @@ class ModelState(BaseModel):
     providers: dict[str, ProviderState] = Field(default_factory=dict)
     updated_at: UtcDatetime | None = None
     last_round_id: str | None = None
+    last_round_at: UtcDatetime | None = None  # logical time of the last applied round
 
 
 class RoundReport(BaseModel):

@@ -24,7 +24,12 @@ Per endpoint and round, in this order:
 
 Mode change (report.mode differs from state.mode, or `switch_mode`): observe -> enforce
 drops shadow suspensions (never made real: no retro-active suspension); enforce -> observe
-turns real suspensions into shadow ones (same end). Rungs and streaks are kept.
+keeps real suspensions as they are but out of provider.ignore (the canary layer is only
+merged in enforce mode), so a return to enforce before they end restores them instead of
+forgetting a measured incident. Rungs and streaks are kept; rungs reached by shadow
+suspensions count on the ladder too (the 14-day forgetting applies to them alike).
+Rounds only change the mode when they are asked to explicitly (the round flow passes the
+stored mode unless an operator names one).
 """
 
 from __future__ import annotations
@@ -181,10 +186,13 @@ def switch_mode(
             ps.shadow_suspended_until = ps.suspended_at = None
             ps.last_suspension_end = now
             affected.append(tag)
-        elif mode is Mode.OBSERVE and ps.suspended_until is not None:
-            ps.shadow_suspended_until, ps.suspended_until = ps.suspended_until, None
-            affected.append(tag)
-    what = "shadow suspensions dropped" if mode is Mode.ENFORCE else "suspensions made shadow"
+        elif mode is Mode.OBSERVE and ps.suspended(now):
+            affected.append(tag)  # kept as they are, just not enforced while observing
+    what = (
+        "shadow suspensions dropped"
+        if mode is Mode.ENFORCE
+        else "suspensions kept but not enforced while observing"
+    )
     decision = Decision(
         model=state.model,
         kind=DecisionKind.MODE_CHANGED,
@@ -274,6 +282,7 @@ def step(
         remaining.discard(tag)
     new.updated_at = now
     new.last_round_id = report.round_id
+    new.last_round_at = now
     return new, decisions
 
 

@@ -1,7 +1,8 @@
 """One endpoint's round verdict from its contract outcomes (pure).
 
     failed  any outcome is FAIL (quality evidence); reasons attached
-    frozen  nothing failed, but a TRANSPORT or MISROUTED outcome kept us from a verdict (Q1)
+    frozen  nothing failed, but a TRANSPORT or MISROUTED outcome (or no outcome at all)
+            kept us from a verdict (Q1)
     clean   every outcome passed, was inconclusive or unsupported
 
 With `refusal_weak=True` (the positive controls unexpectedly passed, SPEC C5) a REFUSAL
@@ -58,7 +59,7 @@ def round_verdict(
     judged = {o.contract for o in outcomes} - unjudged - failed_contracts
     if counted:
         verdict = RoundVerdict.FAILED
-    elif unjudged:
+    elif unjudged or not outcomes:  # no evidence at all is no clean round either
         verdict = RoundVerdict.FROZEN
     else:
         verdict = RoundVerdict.CLEAN

@@ -392,7 +392,8 @@ def _lang(status: OutcomeStatus, reason: str = "r") -> Outcome:
         ([S.FAIL, S.PASS, S.PASS], S.PASS),
         ([S.FAIL, S.PASS, S.INCONCLUSIVE], S.INCONCLUSIVE),
         ([S.FAIL, S.FAIL, S.TRANSPORT], S.FAIL),
-        ([S.FAIL, S.TRANSPORT, S.TRANSPORT], S.INCONCLUSIVE),
+        ([S.FAIL, S.TRANSPORT, S.TRANSPORT], S.TRANSPORT),  # unheard confirmations freeze
+        ([S.FAIL, S.MISROUTED, S.TRANSPORT], S.MISROUTED),
         ([S.FAIL, S.PASS, S.TRANSPORT], S.INCONCLUSIVE),
         ([S.PASS, S.PASS, S.TRANSPORT], S.PASS),
         ([S.TRANSPORT, S.TRANSPORT, S.TRANSPORT], S.TRANSPORT),
@@ -400,7 +401,7 @@ def _lang(status: OutcomeStatus, reason: str = "r") -> Outcome:
     ],
 )
 def test_c8_majority_table(statuses: list[OutcomeStatus], expected: OutcomeStatus) -> None:
-    """C8: 2 of 3 fails → fail; transport attempts do not vote; no vote at all → transport."""
+    """C8: 2 of 3 fails → fail; transport attempts do not vote; under 2 votes → transport (Q1)."""
     o = majority([_lang(s, f"r{i}") for i, s in enumerate(statuses)])
     assert o.status is expected
     assert o.contract is Contract.LANGUAGE and o.tag == "p/fp8"

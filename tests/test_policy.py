@@ -261,13 +261,17 @@ def test_q3_switching_observe_to_enforce_does_not_suspend_retroactively() -> Non
 
 
 def test_q3_switching_enforce_to_observe_empties_the_canary_layer() -> None:
-    """Q3: enforce -> observe turns real suspensions into shadow ones with the same end."""
+    """Q3: enforce -> observe takes suspensions out of provider.ignore but keeps them, so a
+    return to enforce before their end restores them (a measured incident is not forgotten)."""
     state, first = run([{"a": F}, {"a": F}])
     assert ignore_tags(merge_ignore(MODEL, [], [], state, T0 + HALF_HOUR)) == ["a"]
     state, decisions = switch_mode(state, Mode.OBSERVE, now=T0 + HOUR, actor="ops", reason="test")
     assert kinds(decisions) == [("mode_changed", "")] and decisions[0].actor == "ops"
-    assert state.providers["a"].shadow_suspended_until == first[0].until
+    assert decisions[0].evidence == ("a",)
+    assert state.providers["a"].suspended_until == first[0].until
     assert merge_ignore(MODEL, [], [], state, T0 + HOUR) == []
+    back, _ = switch_mode(state, Mode.ENFORCE, now=T0 + 2 * HOUR, actor="ops", reason="test")
+    assert ignore_tags(merge_ignore(MODEL, [], [], back, T0 + 2 * HOUR)) == ["a"]
 
 
 def test_q3_fresh_state_adopts_the_first_rounds_mode_silently() -> None:

@@ -31,7 +31,7 @@ def o(contract: Contract, status: OutcomeStatus, reason: str = "r") -> Outcome:
         ([o(L, M)], RoundVerdict.FROZEN),
         ([o(L, FA), o(S, T)], RoundVerdict.FAILED),
         ([o(L, T), o(S, T), o(LAT, T)], RoundVerdict.FROZEN),
-        ([], RoundVerdict.CLEAN),
+        ([], RoundVerdict.FROZEN),
     ],
     ids=["all-pass", "inconclusive-unsupported", "transport", "misrouted", "fail-beats-transport",
          "transport-only", "empty"],
@@ -65,3 +65,4 @@ def test_c8_language_counts_as_clean_only_when_judged_without_transport() -> Non
     """C8: a language contract with a transport outcome is not a clean language result."""
     assert "language" not in round_verdict("x", [o(L, P), o(L, T)]).clean_contracts
     assert "language" in round_verdict("x", [o(L, P), o(L, INC)]).clean_contracts
+
