@@ -199,6 +199,9 @@ class Router:
             if len(req.attempts) >= contract.max_attempts:
                 raise self._exhausted(last, f"attempt budget of {contract.max_attempts} spent")
             now = self.clock()
+            # check the deadline before any breaker admission, so no probe slot is taken
+            # for an attempt that cannot start
+            self._check_deadline(req, now, 0.0, last)
             route = retry_route
             if route is not None and not self.breakers.admit(route.id, now):
                 excluded.add(route.id)  # its circuit opened meanwhile: no same-route retry
@@ -206,20 +209,15 @@ class Router:
             if route is None:
                 route = self._choose(pool, excluded, contract, needs, req, last, now)
             retry_route = None
-            if not req.deadline.may_start(now, wait_s=wait_s):
-                raise DeadlineExhaustedError(
-                    f"{req.deadline.remaining(now) * 1000:.0f} ms left"
-                    + (f" (after a {wait_s:.2f} s wait)" if wait_s else "")
-                    + f"; an attempt needs {self.policy.allowances.required_s * 1000:.0f} ms"
-                    + (
-                        f"; last failure: {last[0].failure_class.value} ({last[0].reason})"
-                        if last
-                        else ""
-                    ),
-                    reason="no_time_for_attempt",
-                )
-            if wait_s > 0:
-                await self.sleep(wait_s)
+            # the route is admitted (maybe holding a half-open probe slot): every way out
+            # before the attempt's own verdict gives the slot back
+            try:
+                self._check_deadline(req, now, wait_s, last)
+                if wait_s > 0:
+                    await self.sleep(wait_s)
+            except BaseException:
+                self.breakers.release(route.id, self.clock())
+                raise
             first_route = first_route or route.id
             if self._hedging(req):
                 res, tried = await self._hedged(req, route, pool, excluded, needs)
@@ -280,6 +278,23 @@ class Router:
                     continue
                 fallback_reason = f"retry_after_{c.retry_after_s:g}s_exceeds_deadline"
             excluded.add(route.id)
+
+    def _check_deadline(
+        self,
+        req: RequestState,
+        now: float,
+        wait_s: float,
+        last: tuple[Classification, AttemptResult] | None,
+    ) -> None:
+        if req.deadline.may_start(now, wait_s=wait_s):
+            return
+        raise DeadlineExhaustedError(
+            f"{req.deadline.remaining(now) * 1000:.0f} ms left"
+            + (f" (after a {wait_s:.2f} s wait)" if wait_s else "")
+            + f"; an attempt needs {self.policy.allowances.required_s * 1000:.0f} ms"
+            + (f"; last failure: {last[0].failure_class.value} ({last[0].reason})" if last else ""),
+            reason="no_time_for_attempt",
+        )
 
     def _hedging(self, req: RequestState) -> bool:
         c = req.contract
@@ -372,8 +387,12 @@ class Router:
         hedged: bool = False,
     ) -> AttemptResult:  # fmt: skip
         now = self.clock()
-        ignore = await self.ignore_source(route.model, datetime.now(UTC))
-        body = upstream_body(req.body, route, req.contract, self.catalog.schemas, ignore)
+        try:
+            ignore = await self.ignore_source(route.model, datetime.now(UTC))
+            body = upstream_body(req.body, route, req.contract, self.catalog.schemas, ignore)
+        except BaseException:  # no attempt was made: give the admission (probe slot) back
+            self.breakers.release(route.id, self.clock())
+            raise
         b = req.deadline.attempt_budget(now)
         budget = AttemptBudget(
             connect_s=min(self.policy.connect_timeout_s, b.total_s), total_s=b.total_s
@@ -392,14 +411,13 @@ class Router:
                 clock=self.clock,
                 result=res,
             )
-        except (
-            asyncio.CancelledError
-        ):  # a hedged loser: no verdict on the route, cost still counted
+        except BaseException as exc:  # no verdict on the route: give the admission back
             self.breakers.release(route.id, self.clock())
-            self._record_attempt(
-                req, res, waited_s=waited_s, fallback_reason=fallback_reason,
-                circuit=circuit.value, cancelled=True, hedged=hedged,
-            )  # fmt: skip
+            if isinstance(exc, asyncio.CancelledError):  # a hedged loser: cost still counted
+                self._record_attempt(
+                    req, res, waited_s=waited_s, fallback_reason=fallback_reason,
+                    circuit=circuit.value, cancelled=True, hedged=hedged,
+                )  # fmt: skip
             raise
         c = res.classification
         self.breakers.record(route.id, None if c is None else c.failure_class, self.clock())

@@ -1,0 +1,100 @@
+"""Regression tests for the routing review findings, against the real fleet over loopback
+(SPEC R2, R5, R6, R9): each one failed before its fix."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime
+
+import pytest
+
+from routing.breaker import BreakerBoard, BreakerConfig, CircuitStatus
+from routing.errors import DeadlineExhaustedError
+from tests.fixtures.fleet import FleetHandle
+from tests.fixtures.routing import (
+    chat_body,
+    make_router,
+    routing_catalog,
+    routing_scenario,
+    served_tags,
+)
+
+TEXT_ONLY = {"route_groups": ["text"]}
+
+
+async def _open_then_half_open(fleet: FleetHandle, board: BreakerBoard) -> None:
+    """alpha fails once (circuit opens, threshold 1), then its open period elapses."""
+    fleet.load(
+        routing_scenario(faults={"alpha-a": [{"kind": "http_error", "status": 502, "first_n": 1}]})
+    )
+    router = make_router(
+        fleet.base_url, fleet.key, breakers=board, catalog=routing_catalog(chat=TEXT_ONLY)
+    )
+    assert (await router.complete(chat_body(), workload="chat")).route.id == "beta"
+    await asyncio.sleep(0.25)
+    assert board.status("alpha", time.monotonic()) is CircuitStatus.HALF_OPEN
+
+
+def _board() -> BreakerBoard:
+    return BreakerBoard(
+        BreakerConfig(consecutive_failures=1, open_for_s=0.2, half_open_max_probes=1)
+    )
+
+
+async def test_r9_r4_deadline_exhausted_request_does_not_keep_the_half_open_probe_slot(
+    fleet: FleetHandle,
+) -> None:
+    """A request whose deadline cannot fit an attempt takes no probe slot, so the next request probes and closes alpha (R4, R9)."""
+    board = _board()
+    await _open_then_half_open(fleet, board)
+    late = make_router(
+        fleet.base_url,
+        fleet.key,
+        breakers=board,
+        catalog=routing_catalog(chat={**TEXT_ONLY, "deadline_ms": 100}),
+    )
+    with pytest.raises(DeadlineExhaustedError):
+        await late.complete(chat_body(), workload="chat")
+    router = make_router(
+        fleet.base_url, fleet.key, breakers=board, catalog=routing_catalog(chat=TEXT_ONLY)
+    )
+    assert (await router.complete(chat_body(), workload="chat")).route.id == "alpha"
+    assert board.status("alpha", time.monotonic()) is CircuitStatus.CLOSED
+
+
+async def test_r9_failing_or_cancelled_ignore_source_gives_the_probe_slot_back(
+    fleet: FleetHandle,
+) -> None:
+    """An ignore source that raises, or a request cancelled while it waits, releases alpha's probe slot (R9)."""
+    board = _board()
+    await _open_then_half_open(fleet, board)
+
+    async def broken(model: str, now: datetime) -> list[str]:
+        raise RuntimeError("quarantine store down")
+
+    hang = asyncio.Event()
+
+    async def hanging(model: str, now: datetime) -> list[str]:
+        await hang.wait()
+        return []
+
+    catalog = routing_catalog(chat=TEXT_ONLY)
+    with pytest.raises(RuntimeError):
+        await make_router(
+            fleet.base_url, fleet.key, breakers=board, catalog=catalog, ignore_source=broken
+        ).complete(chat_body(), workload="chat")
+    task = asyncio.create_task(
+        make_router(
+            fleet.base_url, fleet.key, breakers=board, catalog=catalog, ignore_source=hanging
+        ).complete(chat_body(), workload="chat")
+    )
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    fleet.clear_requests()
+    router = make_router(fleet.base_url, fleet.key, breakers=board, catalog=catalog)
+    assert (await router.complete(chat_body(), workload="chat")).route.id == "alpha"
+    assert served_tags(fleet.requests()) == ["alpha-a"]
+    assert board.status("alpha", time.monotonic()) is CircuitStatus.CLOSED
