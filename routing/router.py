@@ -194,6 +194,7 @@ class Router:
         same_route_left = self.policy.same_route_retries
         fallback_reason: str | None = None
         first_route: str | None = None
+        hinted: set[str] = set()  # routes whose Retry-After was already honoured
 
         while True:
             if len(req.attempts) >= contract.max_attempts:
@@ -273,10 +274,16 @@ class Router:
                     retry_route, wait_s = route, delay
                     continue
             if cls is F.CAPACITY and c.retry_after_s is not None:
-                if req.deadline.may_start(self.clock(), wait_s=c.retry_after_s):
+                # a hint is honoured once per route; a route that asks again is left for a
+                # fallback (R5: one primary + one fallback, "honour retry hints or fall back")
+                if route.id in hinted:
+                    fallback_reason = f"retry_after_repeated:{c.reason}"
+                elif req.deadline.may_start(self.clock(), wait_s=c.retry_after_s):
+                    hinted.add(route.id)
                     retry_route, wait_s = route, c.retry_after_s
                     continue
-                fallback_reason = f"retry_after_{c.retry_after_s:g}s_exceeds_deadline"
+                else:
+                    fallback_reason = f"retry_after_{c.retry_after_s:g}s_exceeds_deadline"
             excluded.add(route.id)
 
     def _check_deadline(

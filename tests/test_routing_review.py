@@ -13,6 +13,7 @@ from routing.breaker import BreakerBoard, BreakerConfig, CircuitStatus
 from routing.errors import DeadlineExhaustedError
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
+    SleepRecorder,
     chat_body,
     make_router,
     routing_catalog,
@@ -98,3 +99,23 @@ async def test_r9_failing_or_cancelled_ignore_source_gives_the_probe_slot_back(
     assert (await router.complete(chat_body(), workload="chat")).route.id == "alpha"
     assert served_tags(fleet.requests()) == ["alpha-a"]
     assert board.status("alpha", time.monotonic()) is CircuitStatus.CLOSED
+
+
+async def test_r5_retry_after_honoured_once_per_route_then_fallback(fleet: FleetHandle) -> None:
+    """A route that answers 429 + Retry-After every time gets one wait, then the healthy fallback serves (R2, R5)."""
+    fleet.load(
+        routing_scenario(
+            faults={
+                "alpha-a": [{"kind": "http_error", "status": 429, "retry_after_s": 1, "rate": 1.0}]
+            }
+        )
+    )
+    sleep = SleepRecorder()
+    router = make_router(
+        fleet.base_url, fleet.key, sleep=sleep, catalog=routing_catalog(chat=TEXT_ONLY)
+    )
+    result = await router.complete(chat_body(), workload="chat")
+    assert result.route.id == "beta"
+    assert sleep.waits == [1.0]
+    assert served_tags(fleet.requests()) == ["alpha-a", "alpha-a", "beta-a"]
+    assert result.attempts[-1].fallback_reason == "retry_after_repeated:rate_limit_exceeded"
