@@ -20,13 +20,32 @@ from routing.acceptance import Accepted, accept
 from routing.classify import Classification, Rejection, classify
 from routing.contracts import Contract
 from routing.deadline import AttemptBudget
+from routing.errors import FailureClass as F
 from routing.response import Completion
 from routing.routes import Route
 from routing.schemas import SchemaRegistry
 from routing.upstream import Upstream, UpstreamCall
 
-# what a client may not set: the gateway owns model choice, routing and streaming
+# what a client may not set: the gateway owns model choice, routing and streaming (ignored)
 _OWNED_KEYS = {"model", "models", "provider", "stream", "stream_options", "route", "transforms"}
+# what the workload's contract owns: a client value would change what acceptance checks (its
+# registered tools, one choice), so a request carrying one is refused (see `refused_keys`)
+CONTRACT_KEYS = ("tools", "tool_choice", "functions", "function_call", "n")
+
+
+def refused_keys(body: dict[str, Any]) -> list[str]:
+    """The contract-owned keys a client set (`n: 1` and nulls are harmless and allowed)."""
+    return [k for k in CONTRACT_KEYS if body.get(k) is not None and not (k == "n" and body[k] == 1)]
+
+
+def client_truncated(body: dict[str, Any], completion: Completion) -> bool:
+    """A `length` finish caused by the client's own max_tokens, not by the route: the client
+    set a limit and the reply used all of it (or did not report usage). Pure."""
+    limit = body.get("max_tokens") or body.get("max_completion_tokens")
+    if not isinstance(limit, int) or completion.finish_reason != "length":
+        return False
+    _, used = completion.tokens()
+    return used == 0 or used >= limit
 
 
 def upstream_body(
@@ -37,7 +56,7 @@ def upstream_body(
     ignore: list[str],
 ) -> dict[str, Any]:
     """The request for one route: client body minus owned keys, plus model, provider, schema, tools."""
-    out = {k: v for k, v in body.items() if k not in _OWNED_KEYS}
+    out = {k: v for k, v in body.items() if k not in _OWNED_KEYS and k not in CONTRACT_KEYS}
     out["model"] = route.model
     provider = dict(route.provider)
     merged = sorted(set(provider.get("ignore", [])) | set(ignore))
@@ -58,7 +77,7 @@ def upstream_body(
                 "schema": schemas[so.schema_id],
             },
         }
-    if contract.tools and "tools" not in out:
+    if contract.tools:
         out["tools"] = [
             {
                 "type": "function",
@@ -127,7 +146,9 @@ async def run_attempt(
                         break
                 res.head = head
                 if call.assembler.completion.done or call.assembler.completion.error is not None:
-                    _judge(res, call, contract, schemas)  # the whole reply is here: full acceptance
+                    _judge(
+                        res, call, contract, schemas, body
+                    )  # the whole reply is here: full acceptance
                     if res.classification is None:
                         res.output_started = True
                     return res
@@ -151,7 +172,7 @@ async def run_attempt(
             async for _ in pieces:
                 if res.ttft_s is None:
                     res.ttft_s = clock() - res.started
-            _judge(res, call, contract, schemas)
+            _judge(res, call, contract, schemas, body)
             return res
     except asyncio.CancelledError:
         raise
@@ -167,14 +188,16 @@ async def run_attempt(
             await call.aclose()
 
 
-def _ambiguous_or_invalid(call: UpstreamCall) -> Any:
-    from routing.errors import FailureClass
-
-    return FailureClass.AMBIGUOUS if call.output_started else FailureClass.TRANSIENT
+def _ambiguous_or_invalid(call: UpstreamCall) -> F:
+    return F.AMBIGUOUS if call.output_started else F.TRANSIENT
 
 
 def _judge(
-    res: AttemptResult, call: UpstreamCall, contract: Contract, schemas: SchemaRegistry
+    res: AttemptResult,
+    call: UpstreamCall,
+    contract: Contract,
+    schemas: SchemaRegistry,
+    body: dict[str, Any],
 ) -> None:
     comp = call.assembler.completion
     res.completion = comp
@@ -191,5 +214,8 @@ def _judge(
     if isinstance(verdict, Rejection):
         res.rejection = verdict
         res.classification = classify(verdict)
+        if client_truncated(body, comp):
+            # the client's own max_tokens cut the reply: its request, not the route (R9)
+            res.classification = Classification(F.PERMANENT, "max_tokens_too_small")
     else:
         res.accepted = verdict

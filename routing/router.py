@@ -33,7 +33,7 @@ from typing import Any
 
 from routing.acceptance import Accepted
 from routing.accounting import RequestState, attempt_record, request_record
-from routing.attempt import AttemptResult, run_attempt, upstream_body
+from routing.attempt import AttemptResult, refused_keys, run_attempt, upstream_body
 from routing.backoff import full_jitter_delay
 from routing.breaker import BreakerBoard, CircuitStatus
 from routing.capability import RouteHealth, estimate_needs, select_routes
@@ -152,6 +152,14 @@ class Router:
                 "messages must be a non-empty list",
                 operation_id=operation_id,
                 reason="invalid_request",
+            )
+        refused = refused_keys(body)
+        if refused:
+            raise PermanentRequestError(
+                f"{', '.join(refused)} is set by the workload's contract ({workload!r}), not by"
+                " the client; remove it from the request",
+                operation_id=operation_id,
+                reason="contract_owned_parameter",
             )
         req = RequestState(
             operation_id,

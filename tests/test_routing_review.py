@@ -10,7 +10,7 @@ from datetime import datetime
 import pytest
 
 from routing.breaker import BreakerBoard, BreakerConfig, CircuitStatus
-from routing.errors import DeadlineExhaustedError
+from routing.errors import DeadlineExhaustedError, PermanentRequestError
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
     SleepRecorder,
@@ -22,6 +22,8 @@ from tests.fixtures.routing import (
 )
 
 TEXT_ONLY = {"route_groups": ["text"]}
+CLASSIFY = {"messages": [{"role": "user", "content": "My card was charged twice, please help."}]}
+TOOLS = {"messages": [{"role": "user", "content": "Open a ticket: the printer is on fire."}]}
 
 
 async def _open_then_half_open(fleet: FleetHandle, board: BreakerBoard) -> None:
@@ -119,3 +121,58 @@ async def test_r5_retry_after_honoured_once_per_route_then_fallback(fleet: Fleet
     assert sleep.waits == [1.0]
     assert served_tags(fleet.requests()) == ["alpha-a", "alpha-a", "beta-a"]
     assert result.attempts[-1].fallback_reason == "retry_after_repeated:rate_limit_exceeded"
+
+
+async def test_r9_client_max_tokens_truncation_is_the_clients_and_opens_no_circuit(
+    fleet: FleetHandle,
+) -> None:
+    """A reply cut by the client's own max_tokens is a permanent request failure: one upstream call, no circuit opens (R2, R9)."""
+    fleet.load(routing_scenario())
+    board = BreakerBoard(BreakerConfig(consecutive_failures=2))
+    router = make_router(fleet.base_url, fleet.key, breakers=board)
+    for _ in range(3):
+        with pytest.raises(PermanentRequestError) as err:
+            await router.complete({**CLASSIFY, "max_tokens": 1}, workload="classify")
+        assert err.value.reason == "max_tokens_too_small"
+    assert len(fleet.requests()) == 3
+    now = time.monotonic()
+    assert board.status("alpha", now) is board.status("beta", now) is CircuitStatus.CLOSED
+    assert (await router.complete(CLASSIFY, workload="classify")).route.id == "alpha"
+
+
+@pytest.mark.parametrize(
+    ("workload", "extra"),
+    [
+        ("chat", {"tools": [{"type": "function", "function": {"name": "x", "parameters": {}}}],
+                  "tool_choice": "required"}),
+        ("tool_agent", {"tool_choice": "none"}),
+        ("chat", {"functions": [{"name": "x"}], "function_call": "auto"}),
+        ("classify", {"n": 3}),
+    ],
+)  # fmt: skip
+async def test_r9_r6_contract_owned_keys_refused_before_any_route_is_tried(
+    fleet: FleetHandle, workload: str, extra: dict[str, object]
+) -> None:
+    """tools / tool_choice / functions / function_call / n belong to the contract: refused with a clear permanent error, no upstream call, no circuit touched (R6, R9)."""
+    fleet.load(routing_scenario())
+    board = BreakerBoard(BreakerConfig(consecutive_failures=1))
+    router = make_router(fleet.base_url, fleet.key, breakers=board)
+    body = {**(TOOLS if workload == "tool_agent" else CLASSIFY), **extra}
+    with pytest.raises(PermanentRequestError) as err:
+        await router.complete(body, workload=workload)
+    assert err.value.reason == "contract_owned_parameter"
+    assert sorted(extra)[0] in err.value.message
+    assert fleet.requests() == []
+    assert board.states == {}
+
+
+async def test_r6_tool_agent_always_sends_the_contracts_registered_tools(
+    fleet: FleetHandle,
+) -> None:
+    """The upstream body of a tool workload carries exactly the contract's tools, never a client's (R6, R7)."""
+    fleet.load(routing_scenario())
+    catalog = routing_catalog()
+    router = make_router(fleet.base_url, fleet.key, catalog=catalog)
+    await router.complete(dict(TOOLS), workload="tool_agent")
+    names = [t["function"]["name"] for t in fleet.requests()[0]["body"]["tools"]]
+    assert names == [t.name for t in catalog.contract("tool_agent").tools]
