@@ -67,6 +67,13 @@ def run_with_api[T](settings: Settings, make: Callable[[], Coroutine[Any, Any, T
         fail(str(exc), 2)
     except (DiscoveryError, QuarantineError) as exc:
         fail(str(exc))
+    except ValidationError as exc:  # bad values reaching a model (reason, tag, ...)
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors()
+        )
+        fail(f"invalid input: {problems}", 2)
+    except ValueError as exc:  # PlanError (unknown endpoint), empty reasons, ...
+        fail(str(exc), 2)
 
 
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model id, e.g. author/slug.")]
@@ -168,6 +175,9 @@ def register(app: typer.Typer) -> None:
         model: ModelOpt = None,
         until: Annotated[str | None, typer.Option(help="Expiry (ISO-8601); default none.")] = None,
         author: Annotated[str, typer.Option(help="Who adds it.")] = "cli",
+        force: Annotated[
+            bool, typer.Option("--force", help="Accept a tag the canary has never seen.")
+        ] = False,
     ) -> None:
         """Exclude an endpoint for a model now (an admin flow run records it)."""
         settings = settings_or_exit()
@@ -178,7 +188,7 @@ def register(app: typer.Typer) -> None:
             from flows.admin import add_exclusion
 
             return await add_exclusion(
-                model=target, tag=tag, reason=reason, author=author, until=expiry
+                model=target, tag=tag, reason=reason, author=author, until=expiry, force=force
             )
 
         typer.echo(json.dumps(run_with_api(settings, go), default=str))
@@ -240,6 +250,8 @@ def register(app: typer.Typer) -> None:
         bad = [c for c in contract or [] if c not in known]
         if bad:
             fail(f"unknown contract(s) {bad}; choose from {sorted(known)}", 2)
+        if record and contract and set(contract) != known:
+            fail("--record needs every contract: partial evidence cannot clear a host", 2)
         if locale is not None and locale not in settings.locales:
             fail(f"unknown locale {locale!r}; choose from {settings.locales}", 2)
 

@@ -123,15 +123,31 @@ def stop_pid(pid: int, timeout_s: float = 15.0) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def _is_prefect_server(pid: int) -> bool:
+    """Whether `pid` is still a `prefect server start` (a stale pid file after a reboot
+    may name an unrelated process, which must never be killed)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"prefect" in b" ".join(cmdline) and b"server" in cmdline and b"start" in cmdline
+
+
 def stop_local_server(settings: Settings) -> bool:
     """Stop the server `start_local_server` started; True if one was stopped."""
     pid_file = _pid_file(settings)
     if not pid_file.exists():
         return False
-    pid = int(pid_file.read_text())
-    stop_pid(pid)
+    try:
+        pid = int(pid_file.read_text().strip())
+    except ValueError:
+        pid_file.unlink(missing_ok=True)
+        return False
+    stopped = _is_prefect_server(pid)
+    if stopped:
+        stop_pid(pid)
     pid_file.unlink(missing_ok=True)
-    return True
+    return stopped
 
 
 def ensure_api(settings: Settings) -> str:

@@ -71,11 +71,9 @@ class RoundPlan:
     targets: tuple[Endpoint, ...]  # every endpoint probed (production, suspended, controls)
     controls: frozenset[str]  # positive-control tags among the targets
     locales: Mapping[str, str] = field(default_factory=dict)  # tag -> locale
-
-    @property
-    def production_tags(self) -> frozenset[str]:
-        """Probed endpoints that serve traffic: usable and not a control."""
-        return frozenset(e.tag for e in self.targets if e.usable and e.tag not in self.controls)
+    # discovered endpoints that serve traffic (usable, not a control), probed or not:
+    # the capacity floor counts these even when a round probes a subset (Q4)
+    production_tags: frozenset[str] = frozenset()
 
 
 def plan_round(
@@ -89,8 +87,10 @@ def plan_round(
     sticky: Mapping[str, str | None] | None = None,
 ) -> RoundPlan:
     """Choose the targets and their locales. Every discovered endpoint is probed,
-    suspended ones included (Q5); `subset` narrows it and must name known tags."""
+    suspended ones included (Q5); `subset` narrows it to known tags, and the
+    positive controls are always added so the refusal probe is judged (C5)."""
     by_tag = {e.tag: e for e in endpoints}
+    control_set = frozenset(controls) & set(by_tag)
     if subset is not None:
         wanted = list(dict.fromkeys(subset))
         unknown = [t for t in wanted if t not in by_tag]
@@ -98,10 +98,10 @@ def plan_round(
             raise PlanError(
                 f"unknown endpoint(s) {unknown} for model {model}; known: {sorted(by_tag)}"
             )
+        wanted += sorted(control_set - set(wanted))
         targets = tuple(by_tag[t] for t in wanted)
     else:
         targets = tuple(sorted(endpoints, key=lambda e: e.tag))
-    control_set = frozenset(controls) & {e.tag for e in targets}
     at = as_utc(at)
     return RoundPlan(
         round_id=round_id(model, at),
@@ -110,6 +110,9 @@ def plan_round(
         targets=targets,
         controls=control_set,
         locales=assign_locales(by_tag, locales, round_index(at), sticky),
+        production_tags=frozenset(
+            e.tag for e in endpoints if e.usable and e.tag not in control_set
+        ),
     )
 
 

@@ -15,8 +15,10 @@ from prefect.events import emit_event
 from canary.settings import load_settings
 from flows.notify import alert_lines, emit_decision_events, notify_admins
 from quarantine.admin import alift
+from quarantine.errors import UnknownTagError
 from quarantine.incidents import aadd_runtime_exclusion, aremove_runtime_exclusion
 from quarantine.models import model_slug
+from quarantine.store import aload_state
 
 
 async def _audit(model: str, title: str, lines: list[str]) -> None:
@@ -51,8 +53,12 @@ async def add_exclusion(
     author: str,
     until: datetime | None = None,
     at: datetime | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
-    """Add a runtime incident exclusion (layer b of provider.ignore), effective at once."""
+    """Add a runtime incident exclusion (layer b of provider.ignore), effective at once.
+    The tag (or base slug) must be one the canary knows for the model, unless `force`."""
+    if not force:
+        await _check_known_tag(model, tag)
     entry = await aadd_runtime_exclusion(
         model, tag, reason=reason, author=author, until=until, now=at or datetime.now(UTC)
     )
@@ -84,4 +90,24 @@ async def remove_exclusion(
         payload={**data, "removed_by": author},
     )
     await _audit(model, f"Removed exclusion of {tag} ({model})", [f"by {author}"])
+    await notify_admins(
+        load_settings().notification_block,
+        f"provider-canary: {model}",
+        [f"runtime exclusion removed: {tag} by {author}"],
+    )
     return data
+
+
+async def _check_known_tag(model: str, tag: str) -> None:
+    """A typo (`deepinfra/fp88`) would silently exclude nothing: refuse tags that match
+    no endpoint the canary has judged for this model (when it has judged any)."""
+    state = await aload_state(model)
+    known = sorted(state.providers)
+    if not known:
+        return
+    if tag in known or any(k.split("/", 1)[0] == tag for k in known):
+        return
+    raise UnknownTagError(
+        f"{tag!r} matches no endpoint of {model} the canary knows ({', '.join(known)}); "
+        "use --force to exclude it anyway"
+    )

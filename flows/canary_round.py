@@ -19,6 +19,9 @@ provider never crashes the round (its probes end in typed outcomes).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import AsyncExitStack, contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -30,16 +33,17 @@ from prefect.runtime import flow_run
 from prefect.states import Cancelled, State
 from pydantic import BaseModel
 
-from canary.roundplan import as_utc, plan_round, round_id
+from canary.roundplan import RoundPlan, as_utc, plan_round, round_index
 from canary.settings import DEFAULT_MODEL, load_settings
 from flows import tasks
 from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_event, notify_admins
 from flows.render import decisions_markdown, endpoint_lines, outcome_rows
-from probes.contracts import judge_controls
-from probes.types import Contract, Outcome
+from probes.contracts import ControlVerdict, judge_controls
+from probes.probeset import ProbeSetResult
+from probes.types import Contract, Endpoint, Outcome
 from quarantine.exclusions import excluded_by_layers
 from quarantine.locking import ensure_limit
-from quarantine.models import Mode, RoundReport, model_slug
+from quarantine.models import Decision, Mode, ModelState, RoundReport, model_slug
 from quarantine.verdicts import ProviderRound, round_verdict
 
 
@@ -86,75 +90,81 @@ async def canary_round(
     at: datetime | None = None,
     endpoints: list[str] | None = None,
 ) -> RoundSummary | State:
-    """Probe every endpoint of `model` pinned, and apply (enforce) or record (observe)."""
+    """Probe every endpoint of `model` pinned, and apply (enforce) or record (observe).
+    `mode` None keeps the model's stored mode (CANARY_MODE for a new model): a round
+    switches modes only when asked to."""
     logger = get_run_logger()
     settings = load_settings()
-    run_mode = Mode(mode or settings.mode)
     at = as_utc(at or datetime.now(UTC))
-    await _tag_run(f"model:{model}", f"mode:{run_mode.value}")
     lock = round_lock_name(model)
     await ensure_limit(lock)
-    try:
-        async with concurrency(
-            lock, occupy=1, strict=True, timeout_seconds=settings.round_lock_wait_s
-        ):
-            return await _round(model, run_mode, at, endpoints, logger)
-    except TimeoutError:
-        message = (
-            f"another canary round for {model} held the round lock for more than "
-            f"{settings.round_lock_wait_s:.0f} s; this one changed nothing"
-        )
-        logger.warning(message)
-        return Cancelled(message=message)
+    async with AsyncExitStack() as stack:
+        try:
+            await stack.enter_async_context(
+                concurrency(lock, occupy=1, strict=True, timeout_seconds=settings.round_lock_wait_s)
+            )
+        except TimeoutError:
+            message = (
+                f"another canary round for {model} held the round lock for more than "
+                f"{settings.round_lock_wait_s:.0f} s; this one changed nothing"
+            )
+            logger.warning(message)
+            return Cancelled(message=message)
+        state = await tasks.load_state(model)
+        run_mode = Mode(mode) if mode else stored_mode(state, settings.mode)
+        await _tag_run(f"model:{model}", f"mode:{run_mode.value}")
+        if state.last_round_at is not None and round_index(at) <= round_index(state.last_round_at):
+            message = (
+                f"the half-hour slot of {at:%Y-%m-%d %H:%MZ} is not after the last applied round "
+                f"({state.last_round_id}); this run changed nothing"
+            )
+            logger.warning(message)
+            return Cancelled(message=message)
+        return await _round(model, run_mode, at, endpoints, state, logger)
 
 
-async def _round(
-    model: str, mode: Mode, at: datetime, subset: list[str] | None, logger: Any
-) -> RoundSummary | State:
-    settings = load_settings()
-    state = await tasks.load_state(model)
-    if state.last_round_id == round_id(model, at):
-        message = f"round {state.last_round_id} was already applied; this run changed nothing"
-        logger.warning(message)
-        return Cancelled(message=message)
-    discovered = await tasks.discover_endpoints(model)
-    sticky = {tag: ps.sticky_locale for tag, ps in state.providers.items()}
-    plan = plan_round(
-        model,
-        at,
-        discovered,
-        locales=settings.locales,
-        controls=settings.control_providers,
-        subset=subset,
-        sticky=sticky,
-    )
-    logger.info(
-        "round %s: %d endpoints (%d controls), mode %s",
-        plan.round_id, len(plan.targets), len(plan.controls), mode.value,
-    )  # fmt: skip
+def stored_mode(state: ModelState, default: str) -> Mode:
+    """The model's mode as stored; `default` (CANARY_MODE) for a model never judged."""
+    return state.mode if state.revision > 0 else Mode(default)
 
-    # pinned probes, bounded concurrency
-    gate = asyncio.Semaphore(settings.probe_concurrency)
 
-    async def probe(endpoint: Any) -> tuple[str, Any]:
+@dataclass(frozen=True)
+class Judged:
+    """What the probes of a round concluded, before the policy looks at it."""
+
+    voted: dict[str, list[Outcome]]  # per endpoint, language outcome after the 2-of-3 vote
+    verdicts: dict[str, ProviderRound]  # production/suspended endpoints (controls excluded)
+    control_refusals: list[Outcome]
+    control_verdict: ControlVerdict
+    weak: bool  # the refusal probe is weak this round (a control passed, C5)
+
+
+async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) -> Judged:
+    """Pinned probes (bounded concurrency) -> language confirmations -> majority vote ->
+    control judgement -> round verdicts. Shared by the round and a recorded triage."""
+    gate = asyncio.Semaphore(concurrency_limit)
+
+    async def probe(endpoint: Endpoint) -> tuple[str, ProbeSetResult]:
         async with gate:
             result = await tasks.probe_endpoint(endpoint, plan.locales[endpoint.tag])
         logger.info("probed %s: %s", endpoint.tag, _brief(result.outcomes.values()))
         return endpoint.tag, result
 
     results = dict(await asyncio.gather(*(probe(e) for e in plan.targets)))
-    outcomes: dict[str, list[Outcome]] = {t: list(r.outcomes.values()) for t, r in results.items()}
+    outcomes = {t: list(r.outcomes.values()) for t, r in results.items()}
 
     # language confirmations (C8), immediately, same locale
-    to_confirm = [e for e in plan.targets if e.tag in tasks.language_failures(outcomes)]
+    failing = set(tasks.language_failures(outcomes))
 
-    async def confirm(endpoint: Any) -> tuple[str, list[Outcome]]:
+    async def confirm(endpoint: Endpoint) -> tuple[str, list[Outcome]]:
         async with gate:
             return endpoint.tag, await tasks.confirm_language_task(
                 endpoint, plan.locales[endpoint.tag]
             )
 
-    confirmations = dict(await asyncio.gather(*(confirm(e) for e in to_confirm)))
+    confirmations = dict(
+        await asyncio.gather(*(confirm(e) for e in plan.targets if e.tag in failing))
+    )
     voted = tasks.majority_vote(outcomes, confirmations)
 
     # positive controls judge the refusal probe (C5)
@@ -163,74 +173,132 @@ async def _round(
     ]
     control_verdict = judge_controls(control_refusals)
     weak = bool(plan.controls) and control_verdict.weak
-    verdicts: dict[str, ProviderRound] = {
+    verdicts = {
         tag: round_verdict(tag, items, refusal_weak=weak)
         for tag, items in voted.items()
         if tag not in plan.controls
     }
+    return Judged(voted, verdicts, control_refusals, control_verdict, weak)
 
+
+async def _round(
+    model: str, mode: Mode, at: datetime, subset: list[str] | None, state: ModelState, logger: Any
+) -> RoundSummary:
+    settings = load_settings()
+    discovered = await tasks.discover_endpoints(model)
+    plan = plan_round(
+        model,
+        at,
+        discovered,
+        locales=settings.locales,
+        controls=settings.control_providers,
+        subset=subset,
+        sticky={tag: ps.sticky_locale for tag, ps in state.providers.items()},
+    )
+    logger.info(
+        "round %s: %d endpoints (%d controls), mode %s",
+        plan.round_id, len(plan.targets), len(plan.controls), mode.value,
+    )  # fmt: skip
+    judged = await probe_and_judge(plan, settings.probe_concurrency, logger)
     exclusions = await tasks.read_exclusions(model, at)
     report = RoundReport(
         round_id=plan.round_id,
         model=model,
         at=at,
         mode=mode,
-        rounds=verdicts,
+        rounds=judged.verdicts,
         production_tags=plan.production_tags,
-        excluded_tags=excluded_by_layers(exclusions, [e.tag for e in plan.targets]),
+        excluded_tags=excluded_by_layers(
+            exclusions, sorted(plan.production_tags | set(plan.locales))
+        ),
         language_failed_locales={
-            t: plan.locales[t] for t in tasks.language_failures(voted) if t in verdicts
+            t: plan.locales[t]
+            for t in tasks.language_failures(judged.voted)
+            if t in judged.verdicts
         },
     )
     tasks.policy_preview(state, report)
     _new_state, decisions = await tasks.apply_report(report)
-    ignore = [e.model_dump(mode="json") for e in await tasks.read_exclusions(model, at)]
-    tasks.record_ledger(report, voted, decisions)
+    # From here on the state is applied: audit material and alerts are best-effort, so a
+    # broken webhook or artifact write cannot fail the run (and hide its decisions).
+    return await publish(plan, mode, report, judged, decisions, settings.notification_block, logger)
 
-    # audit material (O3) and alerts (Q8)
+
+async def publish(
+    plan: RoundPlan,
+    mode: Mode,
+    report: RoundReport,
+    judged: Judged,
+    decisions: list[Decision],
+    notification_block: str | None,
+    logger: Any,
+) -> RoundSummary:
+    """Ledger rows, artifacts (O3), events and admin alerts (Q8) for an applied round."""
+    model, at = plan.model, plan.at
+    ignore: list[dict[str, Any]] = []
+    try:
+        ignore = [e.model_dump(mode="json") for e in await tasks.read_exclusions(model, at)]
+    except Exception as exc:  # the state is applied; report what we could not read
+        logger.error("could not read provider.ignore after the round: %s", exc)
+    with _best_effort(logger, "ledger"):
+        tasks.record_ledger(report, judged.voted, decisions)
     slug = model_slug(model)
-    await acreate_table_artifact(
-        key=f"canary-round-{slug}",
-        table=outcome_rows(voted, plan.locales, verdicts, plan.controls),
-        description=f"Round {plan.round_id}: every endpoint x contract",
-    )
-    await acreate_markdown_artifact(
-        key=f"canary-decisions-{slug}",
-        markdown=decisions_markdown(
-            model=model,
-            round_id=plan.round_id,
-            mode=mode.value,
-            decisions=decisions,
-            verdicts=verdicts,
-            ignore=ignore,
-            weak_controls=control_verdict.passed_controls if weak else [],
-        ),
-        description=f"Round {plan.round_id}: decisions and evidence",
-    )
-    emit_decision_events(decisions, round_id=plan.round_id)
+    with _best_effort(logger, "round table artifact"):
+        await acreate_table_artifact(
+            key=f"canary-round-{slug}",
+            table=outcome_rows(judged.voted, plan.locales, judged.verdicts, plan.controls),
+            description=f"Round {plan.round_id}: every endpoint x contract",
+        )
+    with _best_effort(logger, "decisions artifact"):
+        await acreate_markdown_artifact(
+            key=f"canary-decisions-{slug}",
+            markdown=decisions_markdown(
+                model=model,
+                round_id=plan.round_id,
+                mode=mode.value,
+                decisions=decisions,
+                verdicts=judged.verdicts,
+                ignore=ignore,
+                weak_controls=judged.control_verdict.passed_controls if judged.weak else [],
+            ),
+            description=f"Round {plan.round_id}: decisions and evidence",
+        )
+    with _best_effort(logger, "decision events"):
+        emit_decision_events(decisions, round_id=plan.round_id)
     lines = alert_lines(decisions)
-    if weak:
-        emit_weak_probe_event(
-            model, plan.round_id, list(control_verdict.passed_controls), control_verdict.reason
+    if judged.weak:
+        passed = list(judged.control_verdict.passed_controls)
+        with _best_effort(logger, "weak-probe event"):
+            emit_weak_probe_event(model, plan.round_id, passed, judged.control_verdict.reason)
+        lines.insert(0, f"weak refusal probe: control(s) {', '.join(passed)} passed")
+    subject = f"provider-canary: {model} ({plan.round_id})"
+    try:
+        notified = await notify_admins(notification_block, subject, lines)
+    except Exception as exc:
+        logger.error(
+            "notification through %s failed (%s); alerts follow in the log", notification_block, exc
         )
-        lines.insert(
-            0, f"weak refusal probe: control(s) {', '.join(control_verdict.passed_controls)} passed"
-        )
-    notified = await notify_admins(
-        settings.notification_block, f"provider-canary: {model} ({plan.round_id})", lines
-    )
+        notified = await notify_admins(None, subject, lines)
     return RoundSummary(
         round_id=plan.round_id,
         model=model,
         mode=mode.value,
         at=at,
-        endpoints=endpoint_lines(verdicts, plan.locales),
-        controls={o.tag or "?": o.status.value for o in control_refusals},
-        weak_refusal_probe=weak,
+        endpoints=endpoint_lines(judged.verdicts, plan.locales),
+        controls={o.tag or "?": o.status.value for o in judged.control_refusals},
+        weak_refusal_probe=judged.weak,
         decisions=[d.model_dump(mode="json") for d in decisions],
         ignore=ignore,
         notified=notified,
     )
+
+
+@contextmanager
+def _best_effort(logger: Any, what: str) -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        logger.error("round applied, but writing the %s failed: %s", what, exc)
 
 
 def _brief(outcomes: Any) -> str:

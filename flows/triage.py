@@ -1,8 +1,13 @@
 """On-demand triage (O5): re-probe one endpoint now, in a chosen locale, for
 chosen contracts, `repeats` times, with the full transcripts as an artifact.
 It never touches the schedule and, unless `record=True`, never the quarantine
-state: with `record` the result is fed to the policy as a round for that one
-endpoint (and written to the ledger)."""
+state.
+
+With `record=True` the evidence must be as good as a round's: every contract,
+the positive controls probed alongside (C5), language failures confirmed 2 of 3
+(C8), in the model's stored mode. The result is then applied as a round for that
+one endpoint at the current time (and written to the ledger); a scheduled round
+in the same half-hour slot afterwards is skipped, like any second round of a slot."""
 
 from __future__ import annotations
 
@@ -16,11 +21,11 @@ from prefect.artifacts import acreate_markdown_artifact
 from canary.roundplan import plan_round
 from canary.settings import load_settings
 from flows import tasks
+from flows.canary_round import probe_and_judge, stored_mode
 from flows.render import transcripts_markdown
 from probes.types import Contract, Outcome, Transcript
 from quarantine.exclusions import excluded_by_layers
-from quarantine.models import Mode, RoundReport, model_slug
-from quarantine.verdicts import round_verdict
+from quarantine.models import RoundReport, model_slug
 
 
 @flow(name="triage", flow_run_name="triage {provider} ({model})")
@@ -36,6 +41,8 @@ async def triage(
     logger = get_run_logger()
     settings = load_settings()
     wanted = {Contract(c) for c in contracts} if contracts else set(Contract)
+    if record and wanted != set(Contract):
+        raise ValueError("--record needs every contract (partial evidence cannot clear a host)")
     locale = locale or "en"
     if locale not in settings.locales:
         raise ValueError(f"unknown locale {locale!r}; configured: {settings.locales}")
@@ -43,8 +50,6 @@ async def triage(
         raise ValueError(f"repeats must be between 1 and 50, got {repeats}")
     now = datetime.now(UTC)
     discovered = await tasks.discover_endpoints(model)
-    controls = settings.control_providers
-    plan = plan_round(model, now, discovered, locales=[locale], controls=controls)
     endpoint = plan_round(model, now, discovered, locales=[locale], subset=[provider]).targets[0]
     transcripts: list[Transcript] = []
     outcomes: list[Outcome] = []
@@ -60,7 +65,7 @@ async def triage(
     )
     decisions: list[dict[str, Any]] = []
     if record:
-        decisions = await _record(model, provider, plan.production_tags, outcomes, now)
+        decisions = await _record(model, provider, locale, discovered, now, logger)
     logger.info("triage %s: %s", provider, ", ".join(f"{o.contract}={o.status}" for o in outcomes))
     return {
         "model": model,
@@ -76,19 +81,32 @@ async def triage(
 
 
 async def _record(
-    model: str, tag: str, production: frozenset[str], outcomes: Sequence[Outcome], now: datetime
+    model: str, tag: str, locale: str, discovered: Sequence[Any], now: datetime, logger: Any
 ) -> list[dict[str, Any]]:
+    """Judge `tag` like a round does (controls, confirmations) and apply it."""
     settings = load_settings()
+    state = await tasks.load_state(model)
+    if state.last_round_at is not None and now < state.last_round_at:
+        raise ValueError(
+            f"the last applied round ({state.last_round_id}) is later than now; not recording"
+        )
+    plan = plan_round(
+        model, now, discovered, locales=[locale], controls=settings.control_providers, subset=[tag]
+    )
+    judged = await probe_and_judge(plan, settings.probe_concurrency, logger)
     exclusions = await tasks.read_exclusions(model, now)
     report = RoundReport(
         round_id=f"triage-{tag}@{now:%Y-%m-%dT%H:%M:%SZ}",
         model=model,
         at=now,
-        mode=Mode(settings.mode),
-        rounds={tag: round_verdict(tag, outcomes)},
-        production_tags=production,
-        excluded_tags=excluded_by_layers(exclusions, [tag]),
+        mode=stored_mode(state, settings.mode),
+        rounds={tag: judged.verdicts[tag]},
+        production_tags=plan.production_tags,
+        excluded_tags=excluded_by_layers(exclusions, sorted(plan.production_tags | {tag})),
+        language_failed_locales={
+            t: locale for t in tasks.language_failures(judged.voted) if t == tag
+        },
     )
     _state, decisions = await tasks.apply_report(report)
-    tasks.record_ledger(report, {tag: list(outcomes)}, decisions)
+    tasks.record_ledger(report, {tag: judged.voted[tag]}, decisions)
     return [d.model_dump(mode="json") for d in decisions]

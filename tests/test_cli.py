@@ -24,8 +24,9 @@ def _run(*args: str) -> tuple[int, str]:
 
 
 @pytest.fixture
-def small_model(canary_env: FleetHandle) -> str:
-    model = "test/cli"
+def small_model(canary_env: FleetHandle, request: pytest.FixtureRequest) -> str:
+    """A 3-endpoint model of its own per test (state in the session's Prefect is shared)."""
+    model = f"test/cli-{request.node.name.removeprefix('test_')[:40]}"
     canary_env.load(
         scenario(model, [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("bad/fp8", defects=STRAY)]),
         time_scale=0.25,
@@ -69,6 +70,11 @@ def test_o5_round_status_ignore_exclude_lift_from_the_cli(small_model: str) -> N
     code, out = _run("lift", "a/fp8", "--model", m, "--reason", "nothing to lift")
     assert code == 1 and "not suspended" in out
 
+    code, out = _run("exclude", "add", "deepinfra/fp88", "--model", m, "--reason", "typo")
+    assert code == 1 and "--force" in out
+    code, out = _run("exclude", "add", "newhost/fp8", "--model", m, "--reason", "x", "--force")
+    assert code == 0, out
+
 
 def test_o5_triage_reprobes_one_endpoint_without_touching_state(small_model: str) -> None:
     """Triage prints outcomes for the chosen contract, leaves an artifact, and changes no
@@ -105,6 +111,10 @@ def test_cli_bad_arguments_and_config_exit_2(
     assert code == 2 and "unknown contract" in out
     code, out = _run("triage", "--provider", "x/fp8", "--locale", "xx")
     assert code == 2 and "unknown locale" in out
+    code, out = _run("triage", "--provider", "x/fp8", "--contract", "start", "--record")
+    assert code == 2 and "--record needs every contract" in out
+    code, out = _run("exclude", "add", "a/fp8", "--model", "test/cli", "--reason", "")
+    assert code == 2 and "reason" in out, out
     monkeypatch.setenv("CANARY_CAPACITY_FLOOR", "-1")
     code, out = _run("status", "--model", "test/cli")
     assert code == 2 and "CANARY_CAPACITY_FLOOR" in out

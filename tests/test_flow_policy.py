@@ -242,12 +242,58 @@ async def test_o2_two_rounds_for_one_model_at_once_one_runs(canary_env: FleetHan
     model = "test/concurrent"
     canary_env.load(scenario(model, [endpoint("a/fp8"), endpoint("b/fp8")]), time_scale=0.25)
     states = await asyncio.gather(
-        canary_round(model=model, at=T0, return_state=True),
-        canary_round(model=model, at=T0, return_state=True),
+        canary_round(model=model, return_state=True),  # at = now, as a schedule and a CLI
+        canary_round(model=model, return_state=True),  # run started together would be
     )
     kinds = sorted(s.type.value for s in states)
     assert kinds == ["CANCELLED", "COMPLETED"], kinds
     assert (await aload_state(model)).revision == 1
+
+
+async def test_q2_o2_rounds_never_go_back_in_time(canary_env: FleetHandle) -> None:
+    """A round whose half-hour slot is not after the last applied one changes nothing."""
+    model = "test/backwards"
+    canary_env.load(scenario(model, [endpoint("a/fp8"), endpoint("b/fp8")]), time_scale=0.25)
+    await _round(model, T0 + HALF_HOUR)
+    for at in (T0, T0 + HALF_HOUR + timedelta(minutes=10)):
+        state = await canary_round(model=model, at=at, return_state=True)
+        assert state.is_cancelled(), at
+    assert (await aload_state(model)).revision == 1
+
+
+async def test_q3_round_without_mode_keeps_the_stored_mode(
+    canary_env: FleetHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round that names no mode keeps the model's stored mode (CANARY_MODE only seeds a
+    new model), so a default-mode run never frees real suspensions."""
+    model = "test/mode"
+    canary_env.load(
+        scenario(model, [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("bad/fp8", defects=STRAY)]),
+        time_scale=0.25,
+    )
+    await _round(model, T0, mode="enforce")
+    await _round(model, T0 + HALF_HOUR, mode="enforce")
+    monkeypatch.setenv("CANARY_MODE", "observe")
+    third = await canary_round(model=model, at=T0 + 2 * HALF_HOUR)
+    assert isinstance(third, RoundSummary) and third.mode == "enforce"
+    assert not any(d["kind"] == "mode_changed" for d in third.decisions)
+    assert "bad/fp8" in ignore_tags(await aignore_list(model, T0 + 2 * HALF_HOUR))
+
+
+async def test_q8_broken_notification_block_does_not_fail_an_applied_round(
+    canary_env: FleetHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the state is applied, a missing notification block falls back to the log."""
+    model = "test/notify-broken"
+    monkeypatch.setenv("CANARY_NOTIFICATION_BLOCK", "custom-webhook/does-not-exist")
+    canary_env.load(
+        scenario(model, [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("bad/fp8", defects=STRAY)]),
+        time_scale=0.25,
+    )
+    await _round(model, T0)
+    second = await _round(model, T0 + HALF_HOUR)
+    assert ("suspended", "bad/fp8") in _kinds(second)
+    assert second.notified == "log"
 
 
 async def test_c8_language_failure_confirmed_by_majority_and_locale_sticks(

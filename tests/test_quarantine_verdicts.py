@@ -65,4 +65,3 @@ def test_c8_language_counts_as_clean_only_when_judged_without_transport() -> Non
     """C8: a language contract with a transport outcome is not a clean language result."""
     assert "language" not in round_verdict("x", [o(L, P), o(L, T)]).clean_contracts
     assert "language" in round_verdict("x", [o(L, P), o(L, INC)]).clean_contracts
-

@@ -80,6 +80,14 @@ def test_plan_subset_keeps_the_full_rotation() -> None:
     assert [e.tag for e in sub.targets] == ["p3/fp8"]
 
 
+def test_c5_q4_subset_adds_controls_and_floor_counts_every_production_endpoint() -> None:
+    """A subset round still probes the controls, and production counts all discovered ones."""
+    eps = [_ep("a/fp8"), _ep("b/fp8"), _ep("ctl/fp8"), _ep("deg/fp8", status=-1)]
+    sub = plan_round("m/x", T0, eps, locales=["en"], controls=["ctl/fp8"], subset=["b/fp8"])
+    assert [e.tag for e in sub.targets] == ["b/fp8", "ctl/fp8"]
+    assert sub.production_tags == {"a/fp8", "b/fp8"}
+
+
 def test_c8_next_slot_with_locale_finds_the_rotation_slot() -> None:
     """The helper finds the first slot at which an endpoint is probed in a given locale."""
     tags = ["a/fp8", "b/fp8", "c/fp8"]

@@ -1,0 +1,85 @@
+"""Streamed replies through the gateway are accounted and judged at their END, not at the
+start-check release (SPEC R9, R10, R11), over real HTTP: httpx -> gateway -> fleet."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from typing import Any
+
+import httpx
+
+from routing.breaker import BreakerBoard, BreakerConfig, CircuitStatus
+from routing.events import EventLog
+from routing.gateway import create_app
+from tests.fixtures.fleet import FleetHandle
+from tests.fixtures.routing import (
+    ServedApp,
+    chat_body,
+    make_router,
+    routing_catalog,
+    routing_scenario,
+)
+
+KEY = "gw-stream-key"
+LONG = "Write a long scene: the lantern flickers as Mara opens the door to the archive."
+
+
+async def _stream(url: str, body: dict[str, object]) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        resp = await http.post(
+            "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}
+        )
+    return [json.loads(x[6:]) for x in resp.text.splitlines() if x.startswith("data: {")]
+
+
+def _finish(chunks: list[dict[str, Any]]) -> str | None:
+    return [c for c in chunks if c["choices"]][-1]["choices"][0]["finish_reason"]  # type: ignore[no-any-return]
+
+
+async def test_r10_r11_streamed_cost_and_tokens_are_the_final_usage(
+    fleet: FleetHandle, ledger_url: str
+) -> None:
+    """The ledger's attempt and request of a streamed chat carry the whole reply's tokens and cost, as the client's usage chunk says (R10, R11)."""
+    fleet.load(routing_scenario())
+    router = make_router(fleet.base_url, fleet.key, events=EventLog(ledger_url))
+    async with ServedApp(create_app(router, keys=[KEY], flush_every_s=0.05)) as s:
+        chunks = await _stream(s.url, chat_body(LONG, stream=True))
+    usage = [c["usage"] for c in chunks if c.get("usage")][-1]
+    assert isinstance(usage, dict)
+    await router.events.aflush()  # type: ignore[union-attr]
+    with sqlite3.connect(ledger_url.removeprefix("sqlite:///")) as db:
+        attempts = db.execute(
+            "select completion_tokens, cost_usd, validation from routing_attempts"
+        ).fetchall()
+        requests = db.execute("select outcome, cost_usd, attempts from routing_requests").fetchall()
+    assert len(attempts) == 1 and attempts[0][2] == "accepted"
+    assert attempts[0][0] == usage["completion_tokens"] > 20
+    assert requests == [("accepted", attempts[0][1], 1)]
+    assert router.metrics.snapshot()["attempts_per_completed_request"] == 1.0
+
+
+async def test_r9_stream_failing_after_release_counts_against_the_route(
+    fleet: FleetHandle,
+) -> None:
+    """A stream cut after the checked head reached the client is the route's failure: its circuit opens (threshold 1) (R9)."""
+    fleet.load(
+        routing_scenario(
+            faults={"alpha-a": [{"kind": "stream_cut", "after_fraction": 0.9, "rate": 1.0}]}
+        )
+    )
+    board = BreakerBoard(BreakerConfig(consecutive_failures=1, open_for_s=60))
+    router = make_router(
+        fleet.base_url,
+        fleet.key,
+        breakers=board,
+        catalog=routing_catalog(chat={"route_groups": ["text"]}),
+    )
+    async with ServedApp(create_app(router, keys=[KEY])) as s:
+        chunks = await _stream(s.url, chat_body(LONG, stream=True))
+        assert _finish(chunks) == "error"
+        assert board.status("alpha", time.monotonic()) is CircuitStatus.OPEN
+        chunks = await _stream(s.url, chat_body(LONG, stream=True))
+    assert _finish(chunks) == "stop"
+    assert router.health.at(time.monotonic())["alpha"].success_rate < 1.0
