@@ -32,11 +32,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from routing.acceptance import Accepted
-from routing.accounting import RequestState, attempt_record, request_record
+from routing.accounting import RequestState, attempt_record
 from routing.attempt import AttemptResult, refused_keys, run_attempt, upstream_body
 from routing.backoff import full_jitter_delay
 from routing.breaker import BreakerBoard, CircuitStatus
-from routing.capability import RouteHealth, estimate_needs, select_routes
+from routing.capability import estimate_needs, select_routes
 from routing.classify import Classification
 from routing.contracts import Contract
 from routing.deadline import Allowances, AttemptBudget, Deadline
@@ -52,14 +52,15 @@ from routing.errors import (
 )
 from routing.events import AttemptRecord, EventLog
 from routing.exclusions import IgnoreSource
+from routing.health import HealthBook
 from routing.hedge import hedged
 from routing.metrics import RouterMetrics
+from routing.outcomes import Outcomes
 from routing.response import Completion
 from routing.routes import Catalog, Route
 from routing.upstream import Upstream, UpstreamCall
 
 F = FailureClass
-HEALTH_HALF_LIFE_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,7 @@ class RouterResult:
     rest: AsyncIterator[str] | None = None  # streaming: the remaining content pieces
     finish: Callable[[str | None, str], Awaitable[None]] | None = None  # streaming: record the end
     call: UpstreamCall | None = None  # streaming: the open upstream call
+    attempt: AttemptResult | None = None  # streaming: the released attempt, judged at the end
 
     async def close(self) -> None:
         if self.call is not None:
@@ -117,8 +119,8 @@ class Router:
         self.clock = clock
         self.sleep = sleep
         self.rand = rand
-        self.health: dict[str, RouteHealth] = {}
-        self._health_at: dict[str, float] = {}
+        self.health = HealthBook()
+        self.outcomes = Outcomes(self.breakers, self.health, self.metrics, events, clock)
 
     # ---- public ---------------------------------------------------------------------------
 
@@ -175,14 +177,15 @@ class Router:
             exc.operation_id = operation_id
             exc.attempts = len(req.attempts)
             exc.attempt_events = list(req.attempts)
-            self._finish_request(
+            self.outcomes.request(
                 req, exc.failure_class.value, exc.reason or exc.message[:120], None, None
             )
             raise
         if result.rest is None:
-            self._finish_request(req, "accepted", None, result.route, result.completion)
+            self.outcomes.request(req, "accepted", None, result.route, result.completion)
         else:
-            result.finish = self._stream_finisher(req, result)
+            assert result.attempt is not None
+            result.finish = self.outcomes.stream_finisher(req, result.attempt, result.completion)
         return result
 
     async def _loop(self, req: RequestState) -> RouterResult:
@@ -251,6 +254,7 @@ class Router:
                     res.head,
                     res.rest,
                     call=res.call,
+                    attempt=res,
                 )
             last = (c, res)
             fallback_reason = f"{c.failure_class.value}:{c.reason}"
@@ -357,7 +361,7 @@ class Router:
         )
         sel = select_routes(
             available, contract, needs, remaining_cost_usd=contract.max_cost_usd - req.cost_usd,
-            suppressed=open_ids, health=self._health_now(now),
+            suppressed=open_ids, health=self.health.at(now),
         )  # fmt: skip
         # a half-open circuit is probed by the next request that can use the route (bounded by
         # the breaker's probe slots); that request keeps its fallback if the probe fails
@@ -429,70 +433,20 @@ class Router:
         except BaseException as exc:  # no verdict on the route: give the admission back
             self.breakers.release(route.id, self.clock())
             if isinstance(exc, asyncio.CancelledError):  # a hedged loser: cost still counted
-                self._record_attempt(
+                self.outcomes.attempt(
                     req, res, waited_s=waited_s, fallback_reason=fallback_reason,
                     circuit=circuit.value, cancelled=True, hedged=hedged,
                 )  # fmt: skip
             raise
-        c = res.classification
-        self.breakers.record(route.id, None if c is None else c.failure_class, self.clock())
-        if (
-            c is None or c.failure_class.counts_against_route
-        ):  # a client's error says nothing of the route
-            self._update_health(route, ok=c is None, latency_s=res.ended - res.started)
-        self._record_attempt(
+        if res.rest is not None and res.classification is None:
+            # a released stream: its verdict, cost and usage are known only at its end
+            # (`Outcomes.stream_finisher`); the attempt is counted now, recorded then
+            attempt_record(req, res, waited_s=waited_s, fallback_reason=fallback_reason,
+                           circuit=circuit.value)  # fmt: skip
+            return res
+        self.outcomes.verdict(res)
+        self.outcomes.attempt(
             req, res, waited_s=waited_s, fallback_reason=fallback_reason, circuit=circuit.value,
             hedged=hedged,
         )  # fmt: skip
         return res
-
-    def _health_now(self, now: float) -> dict[str, RouteHealth]:
-        """Success EWMA decayed back towards 1.0 (half-life HEALTH_HALF_LIFE_S), so a route
-        that failed a while ago is not ranked down forever."""
-        out = {}
-        for route_id, h in self.health.items():
-            age = max(0.0, now - self._health_at.get(route_id, now))
-            rate = 1.0 - (1.0 - h.success_rate) * 0.5 ** (age / HEALTH_HALF_LIFE_S)
-            out[route_id] = RouteHealth(success_rate=rate, latency_ms=h.latency_ms)
-        return out
-
-    def _update_health(self, route: Route, *, ok: bool, latency_s: float) -> None:
-        """EWMAs (weight 0.2) of success and latency; latency starts from the route's prior."""
-        route_id = route.id
-        now = self.clock()
-        h = self._health_now(now).get(route_id, RouteHealth())
-        self._health_at[route_id] = now
-        prior = route.latency_p50_ms if h.latency_ms is None else h.latency_ms
-        lat = 0.8 * prior + 0.2 * latency_s * 1000
-        self.health[route_id] = RouteHealth(
-            success_rate=0.8 * h.success_rate + 0.2 * (1.0 if ok else 0.0), latency_ms=lat
-        )
-
-    def _record_attempt(self, req: RequestState, res: AttemptResult, **kw: Any) -> None:
-        record = attempt_record(req, res, **kw)
-        self.metrics.observe_attempt(record)
-        if self.events is not None:
-            self.events.emit(record)
-
-    def _finish_request(
-        self,
-        req: RequestState,
-        outcome: str,
-        reason: str | None,
-        route: Route | None,
-        comp: Completion | None,
-    ) -> None:
-        record = request_record(req, outcome, reason, route, comp, now=self.clock())
-        self.metrics.observe_request(record)
-        if self.events is not None:
-            self.events.emit(record)
-
-    def _stream_finisher(
-        self, req: RequestState, result: RouterResult
-    ) -> Callable[[str | None, str], Awaitable[None]]:
-        async def finish(failure: str | None, reason: str) -> None:
-            self._finish_request(
-                req, failure or "accepted", reason or None, result.route, result.completion
-            )
-
-        return finish

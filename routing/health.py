@@ -1,0 +1,37 @@
+"""Route health for ranking (SPEC R6): EWMAs of success and latency per route, decayed
+back towards healthy with a half-life so an old failure does not rank a route down
+forever. Pure arithmetic; `now` is always passed in.
+"""
+
+from __future__ import annotations
+
+from routing.capability import RouteHealth
+from routing.routes import Route
+
+HEALTH_HALF_LIFE_S = 30.0
+
+
+class HealthBook:
+    def __init__(self, half_life_s: float = HEALTH_HALF_LIFE_S) -> None:
+        self.half_life_s = half_life_s
+        self.health: dict[str, RouteHealth] = {}
+        self._at: dict[str, float] = {}
+
+    def at(self, now: float) -> dict[str, RouteHealth]:
+        """Success EWMA decayed back towards 1.0 by the time since its last update."""
+        out = {}
+        for route_id, h in self.health.items():
+            age = max(0.0, now - self._at.get(route_id, now))
+            rate = 1.0 - (1.0 - h.success_rate) * 0.5 ** (age / self.half_life_s)
+            out[route_id] = RouteHealth(success_rate=rate, latency_ms=h.latency_ms)
+        return out
+
+    def update(self, route: Route, *, ok: bool, latency_s: float, now: float) -> None:
+        """EWMAs (weight 0.2) of success and latency; latency starts from the route's prior."""
+        h = self.at(now).get(route.id, RouteHealth())
+        self._at[route.id] = now
+        prior = route.latency_p50_ms if h.latency_ms is None else h.latency_ms
+        self.health[route.id] = RouteHealth(
+            success_rate=0.8 * h.success_rate + 0.2 * (1.0 if ok else 0.0),
+            latency_ms=0.8 * prior + 0.2 * latency_s * 1000,
+        )

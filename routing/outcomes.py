@@ -1,0 +1,94 @@
+"""Where an attempt's or a request's outcome goes (SPEC R9-R11): the route's breaker and
+health, the metrics and the event ledger. A released stream is judged at its END
+(`stream_finisher`): its final usage and cost replace the provisional attempt record
+counted at release, and only then does the breaker / health hear the verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from routing.accounting import RequestState, attempt_record, request_record
+from routing.attempt import AttemptResult
+from routing.breaker import BreakerBoard
+from routing.classify import Classification, Rejection
+from routing.errors import FailureClass
+from routing.events import EventLog
+from routing.health import HealthBook
+from routing.metrics import RouterMetrics
+from routing.response import Completion
+from routing.routes import Route
+
+
+class Outcomes:
+    def __init__(
+        self,
+        breakers: BreakerBoard,
+        health: HealthBook,
+        metrics: RouterMetrics,
+        events: EventLog | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self.breakers = breakers
+        self.health = health
+        self.metrics = metrics
+        self.events = events
+        self.clock = clock
+
+    def verdict(self, res: AttemptResult, *, cancelled: bool = False) -> None:
+        """Feed the attempt's outcome to the route's breaker and health."""
+        route, c, now = res.route, res.classification, self.clock()
+        if cancelled:
+            self.breakers.release(route.id, now)
+            return
+        self.breakers.record(route.id, None if c is None else c.failure_class, now)
+        if c is None or c.failure_class.counts_against_route:
+            # a client's error says nothing of the route
+            self.health.update(route, ok=c is None, latency_s=res.ended - res.started, now=now)
+
+    def attempt(self, req: RequestState, res: AttemptResult, **kw: Any) -> None:
+        record = attempt_record(req, res, **kw)
+        self.metrics.observe_attempt(record)
+        if self.events is not None:
+            self.events.emit(record)
+
+    def request(
+        self,
+        req: RequestState,
+        outcome: str,
+        reason: str | None,
+        route: Route | None,
+        comp: Completion | None,
+    ) -> None:
+        record = request_record(req, outcome, reason, route, comp, now=self.clock())
+        self.metrics.observe_request(record)
+        if self.events is not None:
+            self.events.emit(record)
+
+    def stream_finisher(
+        self, req: RequestState, res: AttemptResult, completion: Completion
+    ) -> Callable[[str | None, str], Awaitable[None]]:
+        """`finish(failure, reason)` for the gateway to call once at the stream's end: the
+        attempt's final usage and cost, its verdict for breaker and health, its event, then
+        the request's. `failure` is a FailureClass value, None (accepted) or anything else
+        for "no verdict" (the client went away)."""
+
+        async def finish(failure: str | None, reason: str) -> None:
+            provisional = req.attempts.pop()  # counted at release, replaced by the final record
+            req.cost_usd -= provisional.cost_usd
+            res.ended = self.clock()
+            res.completion = completion
+            known = failure in FailureClass.__members__.values()
+            cancelled = failure is not None and not known
+            if failure is not None and known:
+                res.classification = Classification(FailureClass(failure), reason)
+                res.rejection = Rejection(reason)
+            self.verdict(res, cancelled=cancelled)
+            self.attempt(
+                req, res, waited_s=provisional.waited_s, fallback_reason=provisional.fallback_reason,
+                circuit=provisional.circuit_state, cancelled=cancelled,
+            )  # fmt: skip
+            self.request(req, failure or "accepted", reason or None, res.route, completion)
+
+        return finish
