@@ -46,9 +46,14 @@ _STRAY_UNLESS = {"»": frozenset({"de"})}
 # Special-token / markup fragments: <|im_end|>, </s>, <think>, [/INST].
 _TOKEN_START = re.compile(r"<\|?/?[A-Za-z_|]|\[/?INST\]")
 # A quote directly followed by a Markdown marker is stray unless the quoted emphasis closes
-# with the quote right after it ("**Run!**" is fine; "*She smiles.* ... is not).
-_QUOTE_MARKER = re.compile(r"[\"“«„]\s*(?:[*_]|#)")
-_QUOTED_EMPHASIS = re.compile(r"([\"“«„])(\*{1,3}|_{1,3})[^*_\n]+\2[\"”»“]")
+# with the quote right after it ("**Run!**" is fine; "*She smiles.* ... is not). Single quotes
+# too ('*She…, ‘*She…, ’*She…): models and tokenizers leak them exactly like double ones.
+_QUOTE_MARKER = re.compile(r"[\"'“«„‘’]\s*(?:[*_]|#)")
+_QUOTED_EMPHASIS = re.compile(r"([\"'“«„‘’])(\*{1,3}|_{1,3})[^*_\n]+\2[\"'”»“‘’]")
+# A hyphen glued to an emphasis marker (-*She…, -_She…): a Markdown list item needs a space
+# after the `-` and a horizontal rule is `---`, so this is a stray mark. A dialogue dash
+# followed by a space ("— Você voltou") or by text is not matched.
+_DASH_MARKER = re.compile(r"-[*_]")
 # A run of letters glued to an opening `*` or quote and then text: "ysics*She", "ics\"She".
 _GLUED = re.compile(r"([^\W\d_]{1,24})([*\"“«„「『《])(?=\S)")
 
@@ -73,6 +78,8 @@ def _start_defect(s: str, spec: LocaleSpec) -> str | None:
         return "stray_punctuation"
     if _QUOTE_MARKER.match(s) and not _QUOTED_EMPHASIS.match(s):
         return "quote_before_markdown"
+    if _DASH_MARKER.match(s):
+        return "dash_before_markdown"
     m = _GLUED.match(s)
     if m:
         fragment_scripts = {script_of(ch) for ch in m.group(1)}

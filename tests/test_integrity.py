@@ -50,6 +50,23 @@ def test_c9_stray_starts_all_caught() -> None:
     assert missed == []
 
 
+def test_c9_fleet_stray_starts_all_caught() -> None:
+    """C9: every stray start the fleet itself injects (incl. '*She and -*She) fails."""
+    from fleet import bank, defects
+
+    rng = random.Random(SEED)
+    locales = sorted(LOCALES)
+    replies = []
+    for i in range(400):
+        loc = locales[i % len(locales)]
+        replies.append((loc, defects.stray_start(bank.compose_reply(loc, rng), rng)))
+    missed = [
+        (loc, r[:12]) for loc, r in replies if check_response_start(r, loc).status is not FAIL
+    ]
+    assert {r[:2] for _, r in replies} >= {"'*", "-*"}
+    assert missed == []
+
+
 @pytest.mark.parametrize(
     ("text", "locale", "status"),
     [
@@ -61,6 +78,20 @@ def test_c9_stray_starts_all_caught() -> None:
         (") Then she left.", "en", FAIL),
         ("] Then she left.", "en", FAIL),
         ("<|im_end|>*She smiles.*", "en", FAIL),
+        ("'*She smiles and sets the cup down.*", "en", FAIL),
+        ("‘*She smiles and sets the cup down.*", "en", FAIL),
+        ("’*She smiles and sets the cup down.*", "en", FAIL),
+        ("-*She smiles and sets the cup down.*", "en", FAIL),
+        ("-_She smiles._", "en", FAIL),
+        ("-*Ела усміхається.*", "uk", FAIL),
+        ("'*그녀가 웃는다.*", "ko", FAIL),
+        ("'**Run!**' she yells.", "en", PASS),
+        ("'Tis a fine night, she says.", "en", PASS),
+        ("- *She smiles.* A list item.", "en", PASS),
+        ("— *Sonríe.* Vale, vale.", "es", PASS),
+        ("—¡Hola! *Sonríe.*", "es", PASS),
+        ("„Na?“, fragt sie.", "de", PASS),
+        ("« Bonsoir », dit-elle.", "fr", PASS),
         ("...She smiles.", "en", PASS),
         ("… and then she smiled.", "en", PASS),
         ('"**Run!**" she yells.', "en", PASS),

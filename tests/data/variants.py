@@ -118,7 +118,8 @@ def stray_starts(text: str, locale: str, rng: random.Random) -> list[str]:
     body = _LEAD.sub("", text)
     marked = body if body.startswith("*") else "*" + body
     out = [p + body for p in rng.sample(_PUNCT, 6)]
-    out += [p + marked for p in (",", ".", '"', ";", ")", "]")]  # ,*She / .*She / "*She
+    # ,*She / .*She / "*She / '*She / ‘*She / ’*She / -*She (a hyphen glued to `*`)
+    out += [p + marked for p in (",", ".", '"', ";", ")", "]", "'", "‘", "’", "-")]
     out += [f + marked for f in rng.sample(_FRAGMENTS, 3)]  # ysics*She
     out.append(rng.choice(_FRAGMENTS) + '"' + body.lstrip('"“*'))  # ics"She
     out.append(rng.choice(_TOKENS) + body)
