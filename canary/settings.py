@@ -146,6 +146,9 @@ class Settings(BaseSettings):
     routing_ignore_ttl_s: float = Field(
         default=2.0, ge=0, description="Cache of the quarantine's provider.ignore."
     )
+    routing_ignore_fetch_timeout_s: float = Field(
+        default=0.25, gt=0, description="Bound on one provider.ignore fetch (else built-in layer)."
+    )
     routing_max_connections: int = Field(default=200, ge=1)
 
     @field_validator(

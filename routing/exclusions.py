@@ -6,8 +6,10 @@
 adds ~0 ms: a fresh entry is returned at once; a stale one is returned at
 once too while one background refresh runs (stale-while-revalidate), so a
 runtime exclusion reaches the router within about `ttl_s` plus one refresh.
-A failing source keeps the last known list (exclusions are never dropped
-because the quarantine store blinked); the error is logged.
+A failing or slow source (each fetch is bounded by `fetch_timeout_s`) keeps the
+last known list; when there is none yet it falls back to the built-in layer
+(`builtin_tags`), so exclusions never fail open because the quarantine store
+blinked; the error is logged.
 
 `quarantine_source()` is the production default: the three merged layers
 (built-in file, runtime Prefect Variable, canary suspensions).
@@ -21,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 IgnoreSource = Callable[[str, datetime], Awaitable[list[str]]]
 
@@ -33,17 +36,34 @@ class _Entry:
     fetched_at: float
 
 
+def builtin_tags(model: str, path: Path | str | None = None) -> list[str]:
+    """The built-in layer's tags for `model` (quarantine/builtin_exclusions.yaml): the floor
+    used when the merged source cannot be read. An unreadable file is logged, gives []."""
+    from quarantine.exclusions import load_builtin
+
+    try:
+        entries = load_builtin(path)
+    except Exception as exc:
+        log.error("built-in exclusions unreadable (%s): %s", type(exc).__name__, exc)
+        return []
+    return sorted({e.slug for e in entries if e.matches(model)})
+
+
 class CachedIgnoreSource:
     def __init__(
         self,
         source: IgnoreSource,
         *,
         ttl_s: float = 2.0,
+        fetch_timeout_s: float = 0.25,
+        fallback: Callable[[str], list[str]] = builtin_tags,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._source = source
         self._ttl_s = ttl_s
+        self._fetch_timeout_s = fetch_timeout_s
+        self._fallback = fallback
         self._clock = clock
         self._wall = wall
         self._entries: dict[str, _Entry] = {}
@@ -51,15 +71,18 @@ class CachedIgnoreSource:
 
     async def _fetch(self, model: str) -> None:
         try:
-            tags = sorted(set(await self._source(model, self._wall())))
-        except Exception as exc:
+            async with asyncio.timeout(self._fetch_timeout_s):
+                tags = sorted(set(await self._source(model, self._wall())))
+        except Exception as exc:  # TimeoutError included: a hanging store must not stall requests
+            known = model in self._entries
             log.warning(
-                "ignore source failed for %s (%s); keeping the last known list",
+                "ignore source failed for %s (%s); %s",
                 model,
                 type(exc).__name__,
+                "keeping the last known list" if known else "using the built-in layer",
             )
-            if model not in self._entries:
-                self._entries[model] = _Entry([], self._clock() - self._ttl_s)
+            if not known:  # stale at once, so the next request refreshes in the background
+                self._entries[model] = _Entry(self._fallback(model), self._clock() - self._ttl_s)
             return
         self._entries[model] = _Entry(tags, self._clock())
 

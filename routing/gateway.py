@@ -327,7 +327,9 @@ def build_router(
         catalog,
         Upstream(s.base_url, s.api_key, max_connections=s.routing_max_connections),
         ignore_source=CachedIgnoreSource(
-            ignore_source or quarantine_source(), ttl_s=s.routing_ignore_ttl_s
+            ignore_source or quarantine_source(),
+            ttl_s=s.routing_ignore_ttl_s,
+            fetch_timeout_s=s.routing_ignore_fetch_timeout_s,
         ),
         breakers=breakers,
         events=EventLog(s.resolved_ledger_url) if events else None,

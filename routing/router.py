@@ -405,10 +405,16 @@ class Router:
         self, req: RequestState, route: Route, *, waited_s: float, fallback_reason: str | None,
         hedged: bool = False,
     ) -> AttemptResult:  # fmt: skip
-        now = self.clock()
         try:
             ignore = await self.ignore_source(route.model, datetime.now(UTC))
             body = upstream_body(req.body, route, req.contract, self.catalog.schemas, ignore)
+            now = self.clock()  # the budget is what is left after the exclusions lookup
+            if not req.deadline.may_start(now):
+                raise DeadlineExhaustedError(
+                    f"{req.deadline.remaining(now) * 1000:.0f} ms left after the exclusions"
+                    f" lookup; an attempt needs {self.policy.allowances.required_s * 1000:.0f} ms",
+                    reason="no_time_for_attempt",
+                )
         except BaseException:  # no attempt was made: give the admission (probe slot) back
             self.breakers.release(route.id, self.clock())
             raise

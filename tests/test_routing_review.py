@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
 from routing.breaker import BreakerBoard, BreakerConfig, CircuitStatus
 from routing.errors import DeadlineExhaustedError, PermanentRequestError
+from routing.exclusions import CachedIgnoreSource, builtin_tags
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
     SleepRecorder,
@@ -176,3 +178,40 @@ async def test_r6_tool_agent_always_sends_the_contracts_registered_tools(
     await router.complete(dict(TOOLS), workload="tool_agent")
     names = [t["function"]["name"] for t in fleet.requests()[0]["body"]["tools"]]
     assert names == [t.name for t in catalog.contract("tool_agent").tools]
+
+
+def _builtin_file(tmp_path: Path) -> Path:
+    path = tmp_path / "builtin.yaml"
+    path.write_text(
+        "version: 1\nexclusions:\n"
+        "  - {tag: alpha-a, model: acme/alpha, reason: test stray starts,"
+        " evidence: 20 of 20, added: 2026-11-01}\n"
+    )
+    return path
+
+
+@pytest.mark.parametrize("failure", ["raises", "hangs"])
+async def test_r6_q7_unreadable_exclusion_store_falls_back_to_the_builtin_layer(
+    fleet: FleetHandle, tmp_path: Path, failure: str
+) -> None:
+    """A quarantine store that errors or hangs on the first fetch neither drops the built-in exclusions nor stalls the request (R4, R6, Q7)."""
+    fleet.load(routing_scenario())
+
+    async def store(model: str, now: datetime) -> list[str]:
+        if failure == "raises":
+            raise ConnectionError("prefect api down")
+        await asyncio.Event().wait()
+        return []
+
+    path = _builtin_file(tmp_path)
+    source = CachedIgnoreSource(
+        store, fetch_timeout_s=0.1, fallback=lambda model: builtin_tags(model, path)
+    )
+    router = make_router(
+        fleet.base_url, fleet.key, ignore_source=source, catalog=routing_catalog(chat=TEXT_ONLY)
+    )
+    async with asyncio.timeout(5):
+        result = await router.complete(chat_body(), workload="chat")
+    assert result.route.id == "alpha" and result.completion.provider == "AlphaB"
+    assert fleet.requests()[0]["body"]["provider"]["ignore"] == ["alpha-a"]
+    await source.aclose()
