@@ -53,6 +53,8 @@ async def probe_endpoint(endpoint: Endpoint, locale: str) -> ProbeSetResult:
             locale,
             ttft_threshold_s=settings.ttft_threshold_s,
             max_tokens=settings.probe_max_tokens,
+            start_min_replies=settings.start_anomaly_min_replies,
+            start_share=settings.start_anomaly_share,
         )
 
 

@@ -331,6 +331,8 @@ def judge_start_share(
         "share": share,
         "ignored": len(outcomes) - len(judged),
         "reasons": dict(sorted(reasons.items())),
+        "min_replies": min_replies,
+        "min_share": min_share,
     }
     if len(judged) < min_replies:
         return _out(OutcomeStatus.INCONCLUSIVE, "too_few_replies", None, ev)

@@ -32,10 +32,12 @@ from probes.contracts import (
     judge_structured,
     outcome,
 )
-from probes.integrity import check_reply, judge_start_share
+from probes.integrity import MIN_REPLIES, MIN_SHARE, check_reply, judge_start_share
 from probes.language import check_language
 from probes.prompts import prompt_for
 from probes.types import Contract, Endpoint, Outcome, OutcomeStatus, Transcript
+
+DEFAULT_MAX_TOKENS = 300  # settings.probe_max_tokens: several sentences of role-play
 
 
 class ProbeSetResult(BaseModel):
@@ -131,9 +133,15 @@ async def run_probe_set(
     *,
     start_samples: int = 2,
     ttft_threshold_s: float | None = None,
-    max_tokens: int = 300,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    start_min_replies: int = MIN_REPLIES,
+    start_share: float = MIN_SHARE,
 ) -> ProbeSetResult:
-    """Probe one endpoint in one locale; returns transcripts and outcomes per contract."""
+    """Probe one endpoint in one locale; returns transcripts and outcomes per contract.
+
+    `max_tokens` caps every request; `start_min_replies` / `start_share` are the C9 share
+    verdict's floor and share (settings `start_anomaly_min_replies` / `start_anomaly_share`).
+    """
     threshold = ttft_threshold_s if ttft_threshold_s is not None else client.ttft_threshold_s
     structured = endpoint.supports_structured_output
     jobs = [
@@ -177,7 +185,9 @@ async def run_probe_set(
     lang_t, refusal_t = transcripts[0], transcripts[1]
     text_ts = [t for t in transcripts if t.contract is not Contract.STRUCTURED]
     replies = [o for o in (reply_outcome(t, locale) for t in text_ts) if o is not None]
-    start = judge_start_share(replies).model_copy(update={"tag": endpoint.tag, "locale": locale})
+    start = judge_start_share(
+        replies, min_replies=start_min_replies, min_share=start_share
+    ).model_copy(update={"tag": endpoint.tag, "locale": locale})
     if not replies and any(classify_transport(t) is not None for t in text_ts):
         first = next(classify_transport(t) for t in text_ts if classify_transport(t) is not None)
         assert first is not None
@@ -203,7 +213,10 @@ async def run_probe_set(
 
 
 async def confirm_language(
-    client: ProbeClient, endpoint: Endpoint, locale: str, attempts: int = 2
+    client: ProbeClient,
+    endpoint: Endpoint,
+    locale: str,
+    attempts: int = 2,
 ) -> list[Outcome]:
     """C8: `attempts` more language probes (concurrently), each judged on its own."""
     if attempts < 1:

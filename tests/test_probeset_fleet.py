@@ -214,3 +214,46 @@ async def test_c2_misrouted_host_is_never_a_pass(fleet: FleetHandle) -> None:
     statuses = {c: o.status for c, o in result.outcomes.items()}
     assert S.PASS not in statuses.values() and S.FAIL not in statuses.values(), statuses
     assert statuses[Contract.LANGUAGE] is S.MISROUTED and statuses[Contract.REFUSAL] is S.MISROUTED
+
+
+async def test_c9_probe_set_share_and_max_tokens_are_parameters(fleet: FleetHandle) -> None:
+    """C9/C2: run_probe_set judges START with the given floor/share and caps every request at max_tokens."""
+    async with _client(fleet) as client:
+        ep = (await _endpoints(client))["startcorrupt/fp8"]
+        default = await run_probe_set(client, ep, "en", start_samples=2)
+        fleet.clear_requests()
+        raised = await run_probe_set(
+            client, ep, "en", start_samples=2, max_tokens=64, start_min_replies=10
+        )
+        sent = fleet.requests()
+        lenient = await run_probe_set(client, ep, "en", start_samples=2, start_share=1.0)
+    assert _status(default, Contract.START) == (S.FAIL, "stray_start")
+    assert _status(raised, Contract.START) == (S.INCONCLUSIVE, "too_few_replies")
+    assert len(default.reply_outcomes) == 4
+    assert default.outcomes[Contract.START].evidence["min_share"] == 0.15
+    assert lenient.outcomes[Contract.START].evidence["min_share"] == 1.0
+    # a share of 1.0 is only met when every judged reply is stray
+    lenient_failed = sum(o.status is S.FAIL for o in lenient.reply_outcomes)
+    assert (lenient.outcomes[Contract.START].status is S.FAIL) == (
+        lenient_failed == len(lenient.reply_outcomes)
+    )
+    assert len(sent) == raised.requests and {r["body"]["max_tokens"] for r in sent} == {64}
+
+
+async def test_c8_c9_flow_tasks_pass_probe_settings(
+    fleet: FleetHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """C8/C9: the flow tasks read probe_max_tokens and the start_anomaly_* settings."""
+    from flows.tasks import probe_endpoint
+
+    monkeypatch.setenv("CANARY_BASE_URL", fleet.base_url)
+    monkeypatch.setenv("CANARY_API_KEY", fleet.key)
+    monkeypatch.setenv("CANARY_TTFT_THRESHOLD_S", str(THRESHOLD_S))
+    monkeypatch.setenv("CANARY_PROBE_MAX_TOKENS", "56")
+    monkeypatch.setenv("CANARY_START_ANOMALY_MIN_REPLIES", "50")
+    async with _client(fleet) as client:
+        ep = (await _endpoints(client))["startcorrupt/fp8"]
+    result = await probe_endpoint.fn(ep, "en")
+    sent = fleet.requests()
+    assert _status(result, Contract.START) == (S.INCONCLUSIVE, "too_few_replies")
+    assert len(sent) == result.requests and {r["body"]["max_tokens"] for r in sent} == {56}
