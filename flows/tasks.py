@@ -65,8 +65,11 @@ async def probe_endpoint(endpoint: Endpoint, locale: str) -> ProbeSetResult:
 )
 async def confirm_language_task(endpoint: Endpoint, locale: str) -> list[Outcome]:
     """C8: two immediate confirmation attempts in the same locale."""
-    async with ProbeClient.from_settings(load_settings()) as client:
-        return await confirm_language(client, endpoint, locale, attempts=2)
+    settings = load_settings()
+    async with ProbeClient.from_settings(settings) as client:
+        return await confirm_language(
+            client, endpoint, locale, attempts=2, max_tokens=settings.probe_max_tokens
+        )
 
 
 @task(name="majority-vote", cache_policy=NO_CACHE)

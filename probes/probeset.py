@@ -217,6 +217,8 @@ async def confirm_language(
     endpoint: Endpoint,
     locale: str,
     attempts: int = 2,
+    *,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> list[Outcome]:
     """C8: `attempts` more language probes (concurrently), each judged on its own."""
     if attempts < 1:
@@ -224,7 +226,9 @@ async def confirm_language(
     messages = prompt_for(Contract.LANGUAGE, locale)
     transcripts = await asyncio.gather(
         *(
-            client.probe(endpoint, Contract.LANGUAGE, messages, locale=locale)
+            client.probe(
+                endpoint, Contract.LANGUAGE, messages, locale=locale, max_tokens=max_tokens
+            )
             for _ in range(attempts)
         )
     )

@@ -240,11 +240,21 @@ async def test_c9_probe_set_share_and_max_tokens_are_parameters(fleet: FleetHand
     assert len(sent) == raised.requests and {r["body"]["max_tokens"] for r in sent} == {64}
 
 
+async def test_c8_confirm_language_caps_max_tokens(fleet: FleetHandle) -> None:
+    """C8: confirm_language sends every confirmation with the given max_tokens."""
+    async with _client(fleet) as client:
+        ep = (await _endpoints(client))["deepinfra/fp8"]
+        outcomes = await confirm_language(client, ep, "en", attempts=2, max_tokens=48)
+    sent = fleet.requests()
+    assert len(outcomes) == 2 and len(sent) == 2
+    assert {r["body"]["max_tokens"] for r in sent} == {48}
+
+
 async def test_c8_c9_flow_tasks_pass_probe_settings(
     fleet: FleetHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """C8/C9: the flow tasks read probe_max_tokens and the start_anomaly_* settings."""
-    from flows.tasks import probe_endpoint
+    from flows.tasks import confirm_language_task, probe_endpoint
 
     monkeypatch.setenv("CANARY_BASE_URL", fleet.base_url)
     monkeypatch.setenv("CANARY_API_KEY", fleet.key)
@@ -254,6 +264,8 @@ async def test_c8_c9_flow_tasks_pass_probe_settings(
     async with _client(fleet) as client:
         ep = (await _endpoints(client))["startcorrupt/fp8"]
     result = await probe_endpoint.fn(ep, "en")
+    confirmations = await confirm_language_task.fn(ep, "en")
     sent = fleet.requests()
     assert _status(result, Contract.START) == (S.INCONCLUSIVE, "too_few_replies")
-    assert len(sent) == result.requests and {r["body"]["max_tokens"] for r in sent} == {56}
+    assert len(confirmations) == 2
+    assert len(sent) == result.requests + 2 and {r["body"]["max_tokens"] for r in sent} == {56}
