@@ -70,6 +70,23 @@ def estimate_needs(contract: Contract, body: dict[str, Any]) -> Needs:
     )
 
 
+def contract_misfit(contract: Contract, needs: Needs) -> str | None:
+    """Why the request itself is outside the contract (a permanent request failure, never
+    a route's): input modalities the workload does not accept, or too much input."""
+    extra = needs.modalities - set(contract.modalities)
+    if extra:
+        return (
+            f"modality: the request carries {sorted(extra)} but workload {contract.workload!r}"
+            f" accepts only {sorted(contract.modalities)}"
+        )
+    if needs.input_tokens > contract.max_input_tokens:
+        return (
+            f"input_exceeds_contract: estimated input of {needs.input_tokens} tokens exceeds"
+            f" the contract's {contract.max_input_tokens}"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class RouteHealth:
     success_rate: float = 1.0

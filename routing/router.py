@@ -36,7 +36,7 @@ from routing.accounting import RequestState, attempt_record
 from routing.attempt import AttemptResult, refused_keys, run_attempt, upstream_body
 from routing.backoff import full_jitter_delay
 from routing.breaker import BreakerBoard, CircuitStatus
-from routing.capability import estimate_needs, select_routes
+from routing.capability import contract_misfit, estimate_needs, select_routes
 from routing.classify import Classification
 from routing.contracts import Contract
 from routing.deadline import Allowances, AttemptBudget, Deadline
@@ -191,11 +191,9 @@ class Router:
     async def _loop(self, req: RequestState) -> RouterResult:
         contract = req.contract
         needs = estimate_needs(contract, req.body)
-        if needs.input_tokens > contract.max_input_tokens:
-            raise PermanentRequestError(
-                f"estimated input of {needs.input_tokens} tokens exceeds the contract's {contract.max_input_tokens}",
-                reason="input_exceeds_contract",
-            )
+        misfit = contract_misfit(contract, needs)
+        if misfit is not None:
+            raise PermanentRequestError(misfit, reason=misfit.split(":", 1)[0])
         pool = self.catalog.routes.for_groups(contract.route_groups)
         excluded: set[str] = set()
         last: tuple[Classification, AttemptResult] | None = None

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from routing.breaker import BreakerBoard, BreakerConfig, CircuitStatus
+from routing.capability import contract_misfit, estimate_needs
 from routing.errors import DeadlineExhaustedError, PermanentRequestError
 from routing.exclusions import CachedIgnoreSource, builtin_tags
 from tests.fixtures.fleet import FleetHandle
@@ -215,3 +216,35 @@ async def test_r6_q7_unreadable_exclusion_store_falls_back_to_the_builtin_layer(
     assert result.route.id == "alpha" and result.completion.provider == "AlphaB"
     assert fleet.requests()[0]["body"]["provider"]["ignore"] == ["alpha-a"]
     await source.aclose()
+
+
+IMAGE_MSG = {
+    "role": "user",
+    "content": [
+        {"type": "text", "text": "What is in this picture?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+    ],
+}
+
+
+def test_r1_contract_misfit_names_the_modality_outside_the_contract() -> None:
+    """An image request against the text-only chat contract is a misfit naming 'modality'; the vision-capable invoice contract accepts it (R1)."""
+    catalog = routing_catalog()
+    body = {"messages": [IMAGE_MSG]}
+    chat = catalog.contract("chat")
+    invoice = catalog.contract("invoice_extraction")
+    why = contract_misfit(chat, estimate_needs(chat, body))
+    assert why is not None and why.startswith("modality:") and "image" in why
+    assert contract_misfit(invoice, estimate_needs(invoice, body)) is None
+
+
+async def test_r1_r2_image_to_text_only_contract_is_refused_not_routed_to_vision(
+    fleet: FleetHandle,
+) -> None:
+    """An image sent to the text-only chat workload is a permanent request failure; no route (vision included) is called (R1, R2)."""
+    fleet.load(routing_scenario())
+    router = make_router(fleet.base_url, fleet.key)
+    with pytest.raises(PermanentRequestError) as err:
+        await router.complete({"messages": [IMAGE_MSG]}, workload="chat")
+    assert err.value.reason == "modality"
+    assert fleet.requests() == []
