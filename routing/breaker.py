@@ -179,6 +179,7 @@ class BreakerBoard:
     def __init__(self, config: BreakerConfig = BreakerConfig()) -> None:
         self.config = config
         self.states: dict[tuple[str, FailureClass], BreakerState] = {}
+        self.windows: dict[str, tuple[tuple[float, bool], ...]] = {}  # route -> outcomes
         self.log: list[RecordedEvent] = []
 
     def _apply(self, key: tuple[str, FailureClass], event: Input, now: float) -> list[Event]:
@@ -221,18 +222,36 @@ class BreakerBoard:
                 self._apply(key, Admit(), now)
         return True
 
+    def _seed_windows(self, route_id: str, now: float) -> None:
+        """Every closed circuit of the route judges its error rate over the route's one
+        outcome window (successes included, even those before the class first failed)."""
+        window = _prune(self.windows.get(route_id, ()), now, self.config.window_s)
+        self.windows[route_id] = window
+        for key in self._keys(route_id):
+            if self.states[key].status is CircuitStatus.CLOSED:
+                self.states[key] = replace(self.states[key], window=window)
+
     def record(self, route_id: str, failure_class: FailureClass | None, now: float) -> None:
         """Feed an attempt's verdict: None = success (to every circuit of the route)."""
         if failure_class is None:
+            self._seed_windows(route_id, now)
             for key in self._keys(route_id):
                 self._apply(key, Succeeded(), now)
+            self.windows[route_id] = (*self.windows[route_id], (now, False))
             return
         target = (route_id, failure_class)
-        if failure_class.counts_against_route:
+        counts = failure_class.counts_against_route
+        if counts:
+            self._seed_windows(route_id, now)
+            self.states.setdefault(
+                target, BreakerState(window=self.windows[route_id])
+            )  # a class failing for the first time starts from the route's window
             self._apply(target, Failed(failure_class), now)
+            self.windows[route_id] = (*self.windows[route_id], (now, True))
         for key in self._keys(route_id):
-            if key != target or not failure_class.counts_against_route:
-                self._apply(key, Released(), now)
+            if key == target and counts:
+                continue
+            self._apply(key, Released(), now)
 
     def release(self, route_id: str, now: float) -> None:
         for key in self._keys(route_id):

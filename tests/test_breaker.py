@@ -128,6 +128,23 @@ def test_r9_board_keeps_circuits_per_route_and_class() -> None:
     assert board.status("alpha", 7) is CircuitStatus.CLOSED
 
 
+def test_r9_error_rate_counts_successes_before_the_first_failure() -> None:
+    """55 successes then 5 capacity failures is a 1-in-12 error rate: the circuit stays closed; a real 50 % rate still opens (R9)."""
+    cfg = BreakerConfig(consecutive_failures=10, error_rate=0.5, min_volume=5, window_s=60)
+    board = BreakerBoard(cfg)
+    for i in range(55):
+        board.record("alpha", None, i * 0.1)
+    for i in range(5):
+        board.record("alpha", F.CAPACITY, 6 + i * 0.1)
+    assert board.status("alpha", 7) is CircuitStatus.CLOSED
+    bad = BreakerBoard(cfg)
+    for i in range(3):
+        bad.record("beta", None, i)
+        bad.record("beta", F.CAPACITY, i + 0.5)
+    assert bad.status("beta", 3) is CircuitStatus.OPEN
+    assert any(e.event == CircuitOpened("error_rate") for e in bad.log)
+
+
 class BreakerMachine(RuleBasedStateMachine):
     """Random event sequences keep the breaker's invariants (R9)."""
 
