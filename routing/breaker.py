@@ -251,7 +251,11 @@ class BreakerBoard:
         for key in self._keys(route_id):
             if key == target and counts:
                 continue
-            self._apply(key, Released(), now)
+            if counts and self.states[key].status is CircuitStatus.HALF_OPEN:
+                # the route failed while this circuit was probing it: the probe failed too
+                self._apply(key, Failed(key[1]), now)
+            else:
+                self._apply(key, Released(), now)
 
     def release(self, route_id: str, now: float) -> None:
         for key in self._keys(route_id):
