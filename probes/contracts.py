@@ -34,6 +34,9 @@ def judge_latency(t: Transcript, threshold_s: float) -> Outcome:
     c = Contract.LATENCY
     if t.misrouted:
         return outcome(t, c, OutcomeStatus.MISROUTED, "misrouted", pinned=t.pinned_provider)
+    unverified = classify_transport(t, c) if t.provider_unverified else None
+    if unverified is not None:  # provider_unverified (or a transport problem): never a pass
+        return unverified
     if t.ttft_s is not None:
         if t.ttft_s > threshold_s:
             return outcome(t, c, OutcomeStatus.FAIL, "slow_first_token", threshold_s=threshold_s)

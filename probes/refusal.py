@@ -100,6 +100,9 @@ def judge_refusal(t: Transcript, locale: str | None) -> Outcome:
     """C4: is the supported role-play continuation refused or filtered?"""
     if t.misrouted:
         return _outcome(t, OutcomeStatus.MISROUTED, "misrouted", pinned=t.pinned_provider)
+    unverified = classify_transport(t, Contract.REFUSAL) if t.provider_unverified else None
+    if unverified is not None:  # who filtered or refused is unknown: never pass, never fail
+        return unverified
     if _moderation_403(t):
         return _outcome(t, OutcomeStatus.FAIL, "moderation_403")
     if t.error is not None and (t.error.error_type or "").lower() in REFUSAL_ERROR_TYPES:

@@ -7,7 +7,9 @@ chunk with a 408/429/5xx code, or `finish_reason: "error"` with no error detail.
 say nothing about the provider's quality either (our key, our credits, the
 listing changed), so they are transport too. A `served_by` that differs from the
 pinned provider is `misrouted` and takes precedence: its text is someone else's
-evidence.
+evidence. A 200 with content but no `provider` field at all cannot be attributed to
+the pinned endpoint either: it is `inconclusive` (`provider_unverified`), never a
+pass and never a fail (C2: the serving provider is recorded and checked).
 """
 
 from __future__ import annotations
@@ -73,4 +75,6 @@ def classify_transport(t: Transcript, contract: Contract | None = None) -> Outco
         return outcome(t, c, OutcomeStatus.TRANSPORT, t.transport_error)
     if status == 200 and not t.done and not t.gave_up_waiting and t.error is None:
         return outcome(t, c, OutcomeStatus.TRANSPORT, "stream_cut")
+    if t.provider_unverified:
+        return outcome(t, c, OutcomeStatus.INCONCLUSIVE, "provider_unverified")
     return None

@@ -123,6 +123,11 @@ class Transcript(BaseModel):
     def misrouted(self) -> bool:
         return self.served_by is not None and self.served_by != self.pinned_provider
 
+    @property
+    def provider_unverified(self) -> bool:
+        """A 200 with content that never named its provider: who served it is unknown (C2)."""
+        return self.http_status == 200 and self.served_by is None and bool(self.text.strip())
+
 
 class Outcome(BaseModel):
     """One contract's verdict. `reason` is a short machine-readable code."""

@@ -15,7 +15,7 @@ from probes.contracts import (
     judge_refusal,
     judge_structured,
 )
-from probes.probeset import latency_of_set, majority
+from probes.probeset import judge_language, latency_of_set, majority, reply_outcome
 from probes.types import Contract, Endpoint, ErrorInfo, Outcome, OutcomeStatus, Transcript
 
 S = OutcomeStatus
@@ -112,6 +112,41 @@ def test_c2_misrouted_takes_precedence() -> None:
     assert o is not None and o.status is S.MISROUTED and o.evidence["served_by"] == "Other"
     assert judge_refusal(tr(served_by="Other"), "en").status is S.MISROUTED
     assert judge_latency(tr(served_by="Other"), 10.0).status is S.MISROUTED
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"text": "I can't help with that request."},
+        {"finish_reason": "content_filter"},
+        {"text": '{"name":"A","mood":"sad","age":3}', "contract": Contract.STRUCTURED},
+        {"text": ",*She smiles.* Hello there.", "contract": Contract.START},
+        {"ttft_s": 30.0},
+    ],
+)
+def test_c2_no_provider_field_is_provider_unverified(fields: dict[str, Any]) -> None:
+    """C2: a 200 with content but no `provider` field is inconclusive (provider_unverified), never pass or fail."""
+    t = tr(served_by=None, **fields)
+    pre = classify_transport(t)
+    assert pre is not None and (pre.status, pre.reason) == (S.INCONCLUSIVE, "provider_unverified")
+    judged = [
+        judge_language(t, "en"),
+        judge_refusal(t, "en"),
+        judge_structured(t, ep()),
+        judge_latency(t, 10.0),
+        latency_of_set([t, t], 10.0),
+    ]
+    assert {(o.status, o.reason) for o in judged} == {(S.INCONCLUSIVE, "provider_unverified")}
+    assert reply_outcome(t, "en") is None  # not judged for C9 either
+
+
+def test_c2_unverified_provider_keeps_transport_and_empty_rules() -> None:
+    """C2/Q1: without a provider field a cut stream stays transport and an empty 200 is not 'unverified'."""
+    cut = classify_transport(tr(served_by=None, done=False))
+    assert cut is not None and (cut.status, cut.reason) == (S.TRANSPORT, "stream_cut")
+    assert classify_transport(tr(served_by=None, text="  ")) is None
+    assert judge_refusal(tr(served_by=None, text=""), "en").reason == "empty_completion"
 
 
 def test_c2_retry_after_in_evidence() -> None:
@@ -419,8 +454,6 @@ def test_c8_majority_keeps_failure_reason() -> None:
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-
-from probes.probeset import judge_language  # noqa: E402
 
 _transcripts = st.builds(
     tr,
