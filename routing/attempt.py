@@ -188,6 +188,19 @@ async def run_attempt(
             await call.aclose()
 
 
+def end_verdict(
+    completion: Completion, contract: Contract, schemas: SchemaRegistry, body: dict[str, Any]
+) -> Classification | None:
+    """A released stream's whole reply through the same acceptance pipeline as any other
+    (R7): None = accepted. A cut caused by the client's own max_tokens is its own failure."""
+    verdict = accept(completion, contract, schemas)
+    if not isinstance(verdict, Rejection):
+        return None
+    if client_truncated(body, completion):
+        return Classification(F.PERMANENT, "max_tokens_too_small")
+    return classify(verdict)
+
+
 def _ambiguous_or_invalid(call: UpstreamCall) -> F:
     return F.AMBIGUOUS if call.output_started else F.TRANSIENT
 

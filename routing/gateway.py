@@ -38,6 +38,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from routing.attempt import end_verdict
+from routing.contracts import Contract
 from routing.errors import FailureClass, PermanentRequestError, RoutingError
 from routing.router import Router, RouterResult, new_operation_id
 
@@ -107,8 +109,15 @@ def _chunk(
     )
 
 
-async def relay(result: RouterResult, router: Router, deadline_at: float) -> AsyncIterator[bytes]:
-    """SSE for the client: the checked head, then the rest as it arrives."""
+async def relay(
+    result: RouterResult,
+    router: Router,
+    deadline_at: float,
+    contract: Contract | None = None,
+    body: dict[str, Any] | None = None,
+) -> AsyncIterator[bytes]:
+    """SSE for the client: the checked head, then the rest as it arrives; at the end the
+    whole reply passes `contract`'s acceptance (a rejection ends with an in-band error)."""
     base = {
         "id": f"chatcmpl-{result.operation_id}",
         "object": "chat.completion.chunk",
@@ -139,11 +148,10 @@ async def relay(result: RouterResult, router: Router, deadline_at: float) -> Asy
                 failure, reason = FailureClass.INVALID_RESPONSE.value, "in_band_error"
             elif not comp.done:
                 failure, reason = FailureClass.AMBIGUOUS.value, "stream_cut"
-            elif comp.finish_reason in ("error", "content_filter"):
-                failure, reason = (
-                    FailureClass.INVALID_RESPONSE.value,
-                    f"finish_{comp.finish_reason}",
-                )
+            elif contract is not None:  # the whole reply: the contract's full acceptance (R7)
+                verdict = end_verdict(comp, contract, router.catalog.schemas, body or {})
+                if verdict is not None:
+                    failure, reason = verdict.failure_class.value, verdict.reason
         except TimeoutError:
             failure, reason = FailureClass.DEADLINE.value, "deadline_during_stream"
         except Exception as exc:  # the upstream broke after release: tell the client in-band
@@ -156,7 +164,7 @@ async def relay(result: RouterResult, router: Router, deadline_at: float) -> Asy
         else:
             err = {
                 "code": 502,
-                "message": f"upstream failed after the reply started: {reason}",
+                "message": f"the reply failed after it started: {reason}",
                 "metadata": {"error_type": failure, "operation_id": result.operation_id},
             }
             yield _chunk(base, {"content": ""}, "error", error=err)
@@ -246,7 +254,7 @@ def create_app(router: Router, *, keys: list[str], flush_every_s: float = 0.5) -
         }
         if wants_stream:
             return StreamingResponse(
-                relay(result, router, deadline_at),
+                relay(result, router, deadline_at, contract, body),
                 media_type="text/event-stream",
                 headers={**headers, "Cache-Control": "no-cache"},
             )

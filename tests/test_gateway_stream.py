@@ -83,3 +83,26 @@ async def test_r9_stream_failing_after_release_counts_against_the_route(
         chunks = await _stream(s.url, chat_body(LONG, stream=True))
     assert _finish(chunks) == "stop"
     assert router.health.at(time.monotonic())["alpha"].success_rate < 1.0
+
+
+async def test_r7_released_stream_passes_the_contract_checks_at_its_end(
+    fleet: FleetHandle, ledger_url: str
+) -> None:
+    """A streamed reply shorter than the contract's min_output_chars ends with an in-band error and is recorded as a validation rejection, not accepted (R7, R10)."""
+    fleet.load(routing_scenario())
+    catalog = routing_catalog(
+        chat={"constraints": {"complete_output_required": False, "min_output_chars": 100_000}}
+    )
+    router = make_router(fleet.base_url, fleet.key, catalog=catalog, events=EventLog(ledger_url))
+    async with ServedApp(create_app(router, keys=[KEY], flush_every_s=0.05)) as s:
+        chunks = await _stream(s.url, chat_body(LONG, stream=True))
+    assert _finish(chunks) == "error"
+    assert chunks[-1]["error"]["metadata"]["error_type"] == "invalid_response"
+    await router.events.aflush()  # type: ignore[union-attr]
+    with sqlite3.connect(ledger_url.removeprefix("sqlite:///")) as db:
+        assert db.execute("select outcome, reason from routing_requests").fetchall() == [
+            ("invalid_response", "output_too_short")
+        ]
+        assert db.execute("select validation from routing_attempts").fetchall() == [
+            ("output_too_short",)
+        ]
