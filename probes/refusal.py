@@ -13,7 +13,11 @@ A refusal probe *fails* on:
   quotes, never matches.
 
 Patterns live in `probes/data/refusal/<locale>.json` (`{"locale", "opening": [regex…]}`),
-matched case-insensitively at the start of the normalised opening.
+matched case-insensitively at the start of the normalised opening. Unquoted in-character
+dialogue can share a refusal's first words ("I can't help it — *she laughs*", "I won't
+continue until you tell me the truth…"), so a match is dropped when the locale's guards say
+so: `not_followed_by` (regexes matched right after the pattern: "it", "but", a gerund) and
+`not_in_sentence` (regexes searched in the opening's first sentence: "until", "unless").
 """
 
 from __future__ import annotations
@@ -53,6 +57,42 @@ def refusal_patterns(locale: str) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p, re.IGNORECASE) for p in data["opening"])
 
 
+class Guards(BaseModel):
+    """Compiled in-character guards of one locale (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    not_followed_by: tuple[re.Pattern[str], ...] = ()
+    not_in_sentence: tuple[re.Pattern[str], ...] = ()
+
+
+@cache
+def refusal_guards(locale: str) -> Guards:
+    """The in-character guards of `locale` (empty when its file has none)."""
+    data = json.loads((DATA_DIR / "refusal" / f"{locale}.json").read_text("utf-8"))
+    return Guards(
+        not_followed_by=tuple(
+            re.compile(p, re.IGNORECASE) for p in data.get("not_followed_by", [])
+        ),
+        not_in_sentence=tuple(
+            re.compile(p, re.IGNORECASE) for p in data.get("not_in_sentence", [])
+        ),
+    )
+
+
+_SENTENCE_END = re.compile(r"[.!?。！？\n]|…")
+
+
+def _in_character(opening: str, end: int, guards: Guards) -> bool:
+    """Whether the matched refusal words continue as in-character dialogue."""
+    tail = opening[end:]
+    stop = _SENTENCE_END.search(tail)
+    sentence = opening[: end + (stop.start() if stop else len(tail))]
+    return any(g.match(tail) for g in guards.not_followed_by) or any(
+        g.search(sentence) for g in guards.not_in_sentence
+    )
+
+
 def normalise_opening(text: str) -> str:
     """The first OPENING_CHARS characters: typographic apostrophes unified, spaces squeezed."""
     head = text.lstrip()[:OPENING_CHARS].translate(_APOSTROPHES)
@@ -70,8 +110,10 @@ def match_refusal(text: str, locale: str | None) -> str | None:
             patterns = refusal_patterns(loc)
         except KeyError:
             continue
+        guards = refusal_guards(loc)
         for pattern in patterns:
-            if pattern.match(opening):
+            m = pattern.match(opening)
+            if m and not _in_character(opening, m.end(), guards):
                 return f"{loc}:{pattern.pattern[:60]}"
     return None
 
