@@ -48,11 +48,15 @@ _ERROR_TYPES: dict[str, FailureClass] = {
     "payload_too_large": F.INCOMPATIBLE,
     "unsupported_modality": F.INCOMPATIBLE,
     "invalid_request": F.PERMANENT,
-    "authentication": F.PERMANENT,
-    "payment_required": F.PERMANENT,
-    "permission_denied": F.PERMANENT,
-    "content_policy_violation": F.PERMANENT,
-    "refusal": F.PERMANENT,
+    # our own key / credits: the operator's problem, the same on every route
+    "authentication": F.UPSTREAM_CONFIG,
+    "payment_required": F.UPSTREAM_CONFIG,
+    # a provider's moderation / policy refusal: that route's policy, another may serve (and
+    # the canary exists to catch such routes); not counted against a circuit, since a
+    # client's prompt could be refused everywhere
+    "permission_denied": F.INCOMPATIBLE,
+    "content_policy_violation": F.INCOMPATIBLE,
+    "refusal": F.INCOMPATIBLE,
     "unprocessable": F.PERMANENT,
     "rate_limit_exceeded": F.CAPACITY,
     "provider_overloaded": F.CAPACITY,
@@ -63,9 +67,9 @@ _ERROR_TYPES: dict[str, FailureClass] = {
 
 _STATUSES: dict[int, FailureClass] = {
     400: F.PERMANENT,
-    401: F.PERMANENT,
-    402: F.PERMANENT,
-    403: F.PERMANENT,
+    401: F.UPSTREAM_CONFIG,
+    402: F.UPSTREAM_CONFIG,
+    403: F.INCOMPATIBLE,  # moderation / guardrail of this provider
     404: F.INCOMPATIBLE,  # model unknown here / no allowed provider / modality unsupported
     408: F.TRANSIENT,
     413: F.INCOMPATIBLE,

@@ -35,6 +35,7 @@ class FailureClass(StrEnum):
     DEADLINE = "deadline_exhausted"
     NO_ROUTE = "no_compatible_route"
     CIRCUIT_OPEN = "circuit_open"
+    UPSTREAM_CONFIG = "upstream_misconfigured"  # our upstream key / credits (401, 402)
 
     @property
     def counts_against_route(self) -> bool:
@@ -121,7 +122,16 @@ class CircuitOpenError(NoCompatibleRouteError):
     http_status = 503
 
 
+class UpstreamMisconfiguredError(RoutingError):
+    """The upstream rejected OUR credentials or credits: an operator problem, the same for
+    every route (never counted against one), reported as a bad gateway, not a bad request."""
+
+    failure_class = FailureClass.UPSTREAM_CONFIG
+    http_status = 502
+
+
 ERROR_FOR_CLASS: dict[FailureClass, type[RoutingError]] = {
+    FailureClass.UPSTREAM_CONFIG: UpstreamMisconfiguredError,
     FailureClass.PERMANENT: PermanentRequestError,
     FailureClass.INCOMPATIBLE: RouteIncompatibleError,
     FailureClass.TRANSIENT: TransientTransportError,

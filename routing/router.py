@@ -49,6 +49,7 @@ from routing.errors import (
     NoCompatibleRouteError,
     PermanentRequestError,
     RoutingError,
+    UpstreamMisconfiguredError,
 )
 from routing.events import AttemptRecord, EventLog
 from routing.exclusions import IgnoreSource
@@ -257,6 +258,12 @@ class Router:
             last = (c, res)
             fallback_reason = f"{c.failure_class.value}:{c.reason}"
             cls = c.failure_class
+            if cls is F.UPSTREAM_CONFIG:
+                raise UpstreamMisconfiguredError(
+                    f"the upstream rejected the gateway's own credentials or credits: {c.reason}",
+                    status_code=res.status_code,
+                    reason=c.reason,
+                )
             if cls is F.PERMANENT:
                 raise PermanentRequestError(
                     f"upstream rejected the request: {c.reason}",

@@ -20,6 +20,7 @@ from routing.errors import (
     InvalidResponseError,
     PermanentRequestError,
     TransientTransportError,
+    UpstreamMisconfiguredError,
 )
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
@@ -299,13 +300,13 @@ async def test_r7_stray_start_on_streaming_workload_fails_over_before_first_byte
 async def test_r2_r9_client_errors_never_retried_and_never_open_a_circuit(
     fleet: FleetHandle,
 ) -> None:
-    """400 and 401 stop at once (one upstream request each) and leave every circuit closed (R2, R9)."""
+    """400 (client) and 401 (our upstream key: upstream_misconfigured) stop at once (one upstream request each) and leave every circuit closed (R2, R9)."""
     fleet.load(routing_scenario())
     board = BreakerBoard(BreakerConfig(consecutive_failures=2))
     bad_key = make_router(fleet.base_url, "wrong-key", breakers=board)
     bad_param = make_router(fleet.base_url, fleet.key, breakers=board)
     for _ in range(4):
-        with pytest.raises(PermanentRequestError):
+        with pytest.raises(UpstreamMisconfiguredError):
             await bad_key.complete(chat_body(), workload="chat")
         with pytest.raises(PermanentRequestError):
             await bad_param.complete(chat_body(temperature="hot"), workload="chat")

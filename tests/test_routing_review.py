@@ -8,14 +8,17 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import httpx
 import pytest
 
 from routing.breaker import BreakerBoard, BreakerConfig, CircuitStatus
 from routing.capability import contract_misfit, estimate_needs
 from routing.errors import DeadlineExhaustedError, PermanentRequestError
 from routing.exclusions import CachedIgnoreSource, builtin_tags
+from routing.gateway import create_app
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
+    ServedApp,
     SleepRecorder,
     chat_body,
     make_router,
@@ -248,3 +251,44 @@ async def test_r1_r2_image_to_text_only_contract_is_refused_not_routed_to_vision
         await router.complete({"messages": [IMAGE_MSG]}, workload="chat")
     assert err.value.reason == "modality"
     assert fleet.requests() == []
+
+
+async def test_r2_provider_moderation_403_falls_back_without_opening_a_circuit(
+    fleet: FleetHandle,
+) -> None:
+    """A provider's 403 moderation refusal is that route's policy: the router falls back to beta; no circuit opens (R2, R6, R9)."""
+    fleet.load(
+        routing_scenario(
+            defects={
+                t: [{"kind": "policy_filter", "modes": ["moderation_403"], "rate": 1.0}]
+                for t in ("alpha-a", "alpha-b")
+            }
+        )
+    )
+    board = BreakerBoard(BreakerConfig(consecutive_failures=1))
+    router = make_router(
+        fleet.base_url, fleet.key, breakers=board, catalog=routing_catalog(chat=TEXT_ONLY)
+    )
+    result = await router.complete(chat_body(), workload="chat")
+    assert result.route.id == "beta"
+    assert [r["status"] for r in fleet.requests()] == [403, 200]
+    assert result.attempts[0].failure_class == "route_incompatible"
+    assert board.status("alpha", time.monotonic()) is CircuitStatus.CLOSED
+
+
+async def test_r2_upstream_key_rejected_is_a_502_upstream_misconfiguration(
+    fleet: FleetHandle,
+) -> None:
+    """Our own upstream key rejected (401) reaches the gateway client as 502 upstream_misconfigured, never as the client's 400 (R2)."""
+    fleet.load(routing_scenario())
+    router = make_router(fleet.base_url, "wrong-upstream-key")
+    async with (
+        ServedApp(create_app(router, keys=["gw"])) as s,
+        httpx.AsyncClient(base_url=s.url) as http,
+    ):
+        resp = await http.post(
+            "/v1/chat/completions", json=chat_body(), headers={"Authorization": "Bearer gw"}
+        )
+    assert resp.status_code == 502
+    assert resp.json()["error"]["failure_class"] == "upstream_misconfigured"
+    assert [r["status"] for r in fleet.requests()] == [401]
