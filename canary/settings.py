@@ -121,6 +121,9 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Bearer keys the gateway accepts from clients (never the upstream key).",
     )
+    gateway_max_body_bytes: int = Field(
+        default=2_000_000, ge=1024, description="Larger request bodies get HTTP 413."
+    )
     routing_contracts_dir: Path | None = Field(
         default=None,
         description="Contract directory; default: the shipped examples (routing/contracts).",

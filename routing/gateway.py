@@ -182,8 +182,32 @@ async def relay(
             await result.finish(failure, reason)
 
 
-def create_app(router: Router, *, keys: list[str], flush_every_s: float = 0.5) -> Starlette:
-    """The gateway app. `keys`: the bearer keys clients may use (settings.gateway_keys)."""
+class BodyTooLarge(Exception):
+    pass
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused past `limit` bytes (declared length first, then as read)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    out = bytearray()
+    async for chunk in request.stream():
+        out += chunk
+        if len(out) > limit:
+            raise BodyTooLarge
+    return bytes(out)
+
+
+def create_app(
+    router: Router,
+    *,
+    keys: list[str],
+    flush_every_s: float = 0.5,
+    max_body_bytes: int = 2_000_000,
+) -> Starlette:
+    """The gateway app. `keys`: the bearer keys clients may use (settings.gateway_keys);
+    a body over `max_body_bytes` (settings.gateway_max_body_bytes) gets 413."""
     accepted_keys = [k.encode() for k in keys if k]
 
     def authorised(request: Request) -> bool:
@@ -209,7 +233,15 @@ def create_app(router: Router, *, keys: list[str], flush_every_s: float = 0.5) -
                 401,
             )
         try:
-            body = json.loads(await request.body())
+            body = json.loads(await read_body(request, max_body_bytes))
+        except BodyTooLarge:
+            return error_response(
+                PermanentRequestError(
+                    f"request body exceeds {max_body_bytes} bytes", reason="body_too_large"
+                ),
+                operation_id,
+                413,
+            )
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return error_response(
                 PermanentRequestError(f"request body is not JSON: {exc}", reason="invalid_request"),

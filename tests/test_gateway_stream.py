@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -106,3 +107,34 @@ async def test_r7_released_stream_passes_the_contract_checks_at_its_end(
         assert db.execute("select validation from routing_attempts").fetchall() == [
             ("output_too_short",)
         ]
+
+
+async def _chunks() -> AsyncIterator[bytes]:
+    for _ in range(4):
+        yield b" " * 4096
+
+
+async def test_r2_oversized_body_gets_413_in_the_openai_error_shape(fleet: FleetHandle) -> None:
+    """A body over max_body_bytes is refused with 413 in OpenAI's error shape, before any upstream call (R2)."""
+    fleet.load(routing_scenario())
+    router = make_router(fleet.base_url, fleet.key)
+    app = create_app(router, keys=[KEY], max_body_bytes=10_000)
+    async with ServedApp(app) as s, httpx.AsyncClient(base_url=s.url) as http:
+        big = chat_body("x" * 20_000)
+        resp = await http.post(
+            "/v1/chat/completions", json=big, headers={"Authorization": f"Bearer {KEY}"}
+        )
+        chunked = await http.post(
+            "/v1/chat/completions",
+            content=_chunks(),  # no Content-Length: counted as read
+            headers={"Authorization": f"Bearer {KEY}"},
+        )
+        ok = await http.post(
+            "/v1/chat/completions", json=chat_body(), headers={"Authorization": f"Bearer {KEY}"}
+        )
+    for r in (resp, chunked):
+        assert r.status_code == 413
+        err = r.json()["error"]
+        assert err["type"] == "permanent_request" and err["reason"] == "body_too_large"
+    assert ok.status_code == 200
+    assert len(fleet.requests()) == 1
