@@ -138,6 +138,10 @@ def read_yaml(path: Path) -> Any:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise ContractError(f"{path.name}: not valid YAML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ContractError(
+            f"{path.name}: not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
     except OSError as exc:
         raise ContractError(f"{path}: cannot read: {exc.strerror}") from None
 

@@ -47,6 +47,14 @@ class SchemaRegistry(Mapping[str, dict[str, Any]]):
                     raise ContractError(
                         f"schemas/{path.name}: not valid JSON (line {exc.lineno}): {exc.msg}"
                     ) from None
+                except UnicodeDecodeError as exc:
+                    raise ContractError(
+                        f"schemas/{path.name}: not UTF-8 text (byte {exc.start}: {exc.reason})"
+                    ) from None
+                except OSError as exc:
+                    raise ContractError(
+                        f"schemas/{path.name}: cannot read: {exc.strerror}"
+                    ) from None
         return cls(schemas)
 
     def validator(self, schema_id: str) -> Draft202012Validator:

@@ -102,6 +102,16 @@ def test_r1_broken_schema_file_is_named(tmp_path: Path) -> None:
         load_catalog(root)
 
 
+@pytest.mark.parametrize("file", ["chat.yaml", "routes.yaml", "schemas/invoice-v3.json"])
+def test_r1_non_utf8_file_is_a_contract_error_naming_the_file(tmp_path: Path, file: str) -> None:
+    """A contract, route or schema file that is not UTF-8 fails with a ContractError naming it, not a UnicodeDecodeError (R1)."""
+    root = _copy(tmp_path)
+    path = root / file
+    path.write_bytes(path.read_bytes() + "# caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ContractError, match=re.escape(f"{path.name}: not UTF-8 text")):
+        load_catalog(root)
+
+
 def _body(text: str, image: bool = False, **extra: object) -> dict:
     content: object = (
         text
