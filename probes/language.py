@@ -12,11 +12,21 @@ before any comparison). Steps, all on the first MAX_ANALYSED_CHARS characters:
    the reply) or mixing (a sustained part of it);
 5. close pairs (pt/es, es/pt, uk/ru, ru/uk): the share of words that are frequent in the
    neighbour and rare in the target (data/lang/markers_*.txt) plus neighbour-only letters
-   (ы э ъ ё in uk, і ї є ґ in ru) catch mixing inside sentences ("portunhol").
+   (ы э ъ ё in uk, і ї є ґ in ru) catch mixing inside sentences ("portunhol");
+6. quotations: a reply that fails steps 3-5 only because of quoted spans (“…”, "…", «…»,
+   „…“, 「…」, 『…』, »…«: a toast, a song, a foreign phrase a character says) is judged again
+   without them; when the unquoted rest is long enough and does not fail, it passes (the
+   quoted share is in the evidence). Encoding checks always see the whole text.
+
+For `ja`, a segment of Han characters only (a kanji compound, a four-character idiom) is not
+judged: lingua calls any pure-Han text Chinese. It is judged (as Chinese) when it holds a
+character that only Simplified Chinese uses (这 们 说 吗 …), so a Chinese sentence is still
+caught.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -74,6 +84,9 @@ MIN_MARKER_WORDS = 3
 CORROBORATED_SHARE = 0.1
 CORROBORATING_MARKERS = 2
 CORROBORATING_MARKER_SHARE = 0.02
+# Quotations are discounted only when they hold at most this share of the reply's letters: a
+# quoted toast or phrase inside narration, not a reply that is mostly (foreign) dialogue.
+MAX_QUOTED_SHARE = 0.5
 # Letters that exist in the neighbour only (a Ukrainian reply never needs ы, a Russian one і).
 _NEIGHBOUR_LETTERS = {"uk": frozenset("ыэъё"), "ru": frozenset("іїєґ")}
 CONFIDENCE_DECIMALS = 6
@@ -166,6 +179,17 @@ def _marker_stats(text: str, spec: LocaleSpec) -> tuple[int, int]:
     return hits, len(ws)
 
 
+# Characters of Simplified Chinese that Japanese does not use (Japanese writes 這 們 説 … or
+# 対 時 過 見 …): one of them marks a pure-Han segment as Chinese rather than a kanji compound.
+_ZH_ONLY = frozenset("这们说吗呢么个对让给从觉见听还过时她它吧很")
+# Quoted spans (bounded, on one line): double quotes of every locale, guillemets both ways,
+# CJK corner brackets.
+_QUOTED = re.compile(
+    r"“[^“”\n]{1,400}”|\"[^\"\n]{1,400}\"|«[^«»\n]{1,400}»|»[^«»\n]{1,400}«"
+    r"|„[^„“”\n]{1,400}[“”]|「[^「」\n]{1,400}」|『[^『』\n]{1,400}』"
+)
+
+
 def check_language(text: str, locale: str) -> Outcome:
     """Judge one reply's language against its locale: pass, fail (switch/mixing/encoding) or
     inconclusive (too short / ambiguous). ValueError on an unsupported locale."""
@@ -174,6 +198,40 @@ def check_language(text: str, locale: str) -> Outcome:
     if enc.status is OutcomeStatus.FAIL:
         return _out(OutcomeStatus.FAIL, "encoding_corruption", locale, dict(enc.evidence))
     t = strip_noise(prepare(text))
+    verdict = _judge(t, spec)
+    if verdict.status is not OutcomeStatus.FAIL or verdict.reason == "encoding_corruption":
+        return verdict
+    unquoted, n_quoted = _QUOTED.subn(" ", t)
+    if not n_quoted:
+        return verdict
+    rest = _judge(unquoted, spec)
+    quoted_letters = letter_count(t) - letter_count(unquoted)
+    if (
+        rest.status is not OutcomeStatus.PASS
+        or rest.evidence.get("foreign_sentences", 0)
+        or quoted_letters > MAX_QUOTED_SHARE * letter_count(t)
+    ):
+        # the narration is foreign or doubtful too, or the quotes are the bulk of the reply
+        # (its dialogue): the verdict on the whole text stands
+        return verdict
+    return rest.model_copy(
+        update={
+            "evidence": {
+                **rest.evidence,
+                "quoted_spans": n_quoted,
+                "quoted_letters": quoted_letters,
+                "with_quotes": {
+                    "reason": verdict.reason,
+                    "foreign_share": verdict.evidence.get("foreign_share"),
+                },
+            }
+        }
+    )
+
+
+def _judge(t: str, spec: LocaleSpec) -> Outcome:
+    """Steps 2-5 on prepared, noise-stripped text."""
+    locale = spec.code
     scripts = script_counts(t)
     letters = sum(scripts.values())
     min_letters = MIN_LETTERS_SPACELESS if spec.spaceless and spec.code != "th" else MIN_LETTERS
@@ -200,11 +258,14 @@ def check_language(text: str, locale: str) -> Outcome:
         else MIN_SENTENCE_LETTERS
     )
     segs = _merge_short(sentences(t, spaceless_thai=spec.code == "th"), sent_min)
-    judged = foreign = foreign_n = strong = 0
+    judged = foreign = foreign_n = strong = unjudged_han = 0
     by_lang: Counter[str] = Counter()
     for seg in segs:
         n = letter_count(seg)
         if n < sent_min:
+            continue
+        if spec.code == "ja" and _pure_han(seg) and _ZH_ONLY.isdisjoint(seg):
+            unjudged_han += n  # a kanji compound or idiom: Japanese as much as Chinese
             continue
         lab = _label(seg, target)
         judged += n
@@ -230,6 +291,8 @@ def check_language(text: str, locale: str) -> Outcome:
             "marker_share": marker_share,
         }
     )
+    if unjudged_han:
+        ev["unjudged_han_letters"] = unjudged_han
     if judged == 0:
         return _out(OutcomeStatus.INCONCLUSIVE, "too_short", locale, ev)
     if foreign_share >= SWITCH_SHARE:
@@ -255,6 +318,10 @@ def check_language(text: str, locale: str) -> Outcome:
     if foreign_share >= MIXING_SHARE:
         return _out(OutcomeStatus.INCONCLUSIVE, "ambiguous", locale, ev)
     return _out(OutcomeStatus.PASS, "ok", locale, ev)
+
+
+def _pure_han(seg: str) -> bool:
+    return set(script_counts(seg)) == {"han"}
 
 
 def _out(status: OutcomeStatus, reason: str, locale: str, ev: Mapping[str, object]) -> Outcome:

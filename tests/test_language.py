@@ -244,6 +244,66 @@ def test_c7_short_texts_inconclusive_never_fail() -> None:
                 assert (o.status, o.reason) == (INCONCLUSIVE, "too_short")
 
 
+KANJI_ONLY_JA = [
+    "*彼女は微笑んだ。*「おかえりなさい。」国際連合安全保障理事会常任理事国。今日はどうだった？",
+    "*彼は古い本を開いた。*温故知新、臨機応変、一期一会。祖父がよく言っていた言葉だよ。",
+    "*彼女は地図を広げた。*東京都庁舎展望室入口。ここで待ち合わせね。",
+]
+
+
+@pytest.mark.parametrize("text", KANJI_ONLY_JA)
+def test_c7_japanese_kanji_only_sentence_is_not_chinese(text: str) -> None:
+    """C7: a Japanese reply with one kanji-only sentence (>= 8 chars) passes, it is not Chinese."""
+    o = check_language(text, "ja")
+    assert (o.status, o.reason) == (PASS, "ok"), o.evidence
+    assert o.evidence["unjudged_han_letters"] >= 8
+
+
+def test_c7_japanese_with_chinese_sentences_still_fails() -> None:
+    """C7: Simplified-Chinese sentences inside a Japanese reply are still judged Chinese."""
+    text = (
+        "*彼女は窓の外を見た。*我们今天晚上一起去吃饭吧。你说这个地方怎么样？"
+        "雨が降りそうね。她觉得这里很安静。"
+    )
+    o = check_language(text, "ja")
+    assert (o.status, o.reason) == (FAIL, "language_mixing"), o.evidence
+
+
+QUOTED_TOASTS = [
+    "*She lifts her glass and grins at you.* “¡Salud, dinero y amor, y tiempo para "
+    "disfrutarlos!” That is what my grandmother always said.",
+    "*She clinks her glass against yours.* “Salud, dinero y amor, y tiempo para disfrutarlos”, "
+    "she says with a wink.",
+]
+
+
+@pytest.mark.parametrize("text", QUOTED_TOASTS)
+def test_c7_quoted_foreign_toast_is_not_mixing(text: str) -> None:
+    """C7: an English reply quoting one Spanish toast passes; the quotation is in the evidence."""
+    o = check_language(text, "en")
+    assert (o.status, o.reason) == (PASS, "ok"), o.evidence
+    assert o.evidence["quoted_spans"] == 1
+    assert o.evidence["with_quotes"]["reason"] == "language_mixing"
+
+
+def test_c7_quotes_never_excuse_foreign_narration_or_encoding() -> None:
+    """C7: quotes are discounted only for language: foreign narration, mostly-foreign dialogue
+    and mojibake inside quotes still fail."""
+    narration_es = (
+        "*Ella levanta la copa y sonríe a todos los invitados.* “Cheers, everyone!” "
+        "Mi abuela siempre decía lo mismo en cada boda de la familia."
+    )
+    assert check_language(narration_es, "en").status is FAIL
+    dialogue_es = (
+        "*She smiles.* “¡Salud, dinero y amor, y tiempo para disfrutarlos! Mi abuela siempre "
+        "lo decía en cada boda, y nadie se atrevía a interrumpirla.”"
+    )
+    assert check_language(dialogue_es, "en").status is FAIL
+    broken = mojibake("“¡Salud, señora, qué alegría!”", "cp1252")
+    o = check_language(f"*She raises her glass and smiles at the table.* {broken} she says.", "en")
+    assert (o.status, o.reason) == (FAIL, "encoding_corruption")
+
+
 def test_c7_unknown_locale_is_a_value_error() -> None:
     """C7: an unsupported locale raises ValueError naming it."""
     with pytest.raises(ValueError, match="'pt-PT'"):
