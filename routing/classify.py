@@ -82,7 +82,8 @@ _STATUSES: dict[int, FailureClass] = {
 }
 
 # httpx exceptions, most specific first; `None` = depends on whether output had started.
-# A test walks every exception class httpx exports and fails if one is not covered.
+# A test walks every exception class httpx exports and fails unless each one has its own
+# row (by exact type: a catch-all parent row would silently classify a new subclass).
 _EXCEPTIONS: tuple[tuple[type[BaseException], FailureClass | None, bool], ...] = (
     (httpx.ConnectTimeout, F.TRANSIENT, True),
     (httpx.ConnectError, F.TRANSIENT, True),
@@ -106,11 +107,12 @@ _EXCEPTIONS: tuple[tuple[type[BaseException], FailureClass | None, bool], ...] =
     (httpx.HTTPStatusError, F.PERMANENT, False),  # re-classified by status below
     (httpx.InvalidURL, F.PERMANENT, True),
     (httpx.CookieConflict, F.PERMANENT, True),
-    (
-        httpx.StreamError,
-        F.PERMANENT,
-        False,
-    ),  # StreamConsumed/Closed, Request/ResponseNotRead: our bug
+    # a stream used wrongly: our bug, never a route's fault
+    (httpx.StreamConsumed, F.PERMANENT, False),
+    (httpx.StreamClosed, F.PERMANENT, False),
+    (httpx.RequestNotRead, F.PERMANENT, False),
+    (httpx.ResponseNotRead, F.PERMANENT, False),
+    (httpx.StreamError, F.PERMANENT, False),
     (httpx.HTTPError, F.TRANSIENT, False),
     (MalformedStream, F.INVALID_RESPONSE, False),
     (TimeoutError, None, False),  # asyncio.timeout() cut the attempt to the budget
@@ -118,6 +120,9 @@ _EXCEPTIONS: tuple[tuple[type[BaseException], FailureClass | None, bool], ...] =
     (ConnectionError, None, False),
     (OSError, F.TRANSIENT, False),  # DNS / socket errors that escaped httpx's mapping
 )
+
+
+MAPPED_EXCEPTIONS: frozenset[type[BaseException]] = frozenset(t for t, _, _ in _EXCEPTIONS)
 
 
 def classify_error(info: ErrorInfo) -> Classification:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from probes.types import ErrorInfo
 from routing.backoff import full_jitter_delay, parse_retry_after
-from routing.classify import Rejection, classify
+from routing.classify import MAPPED_EXCEPTIONS, Rejection, classify
 from routing.deadline import Allowances, Deadline
 from routing.errors import ERROR_FOR_CLASS, FailureClass, RoutingError
 from routing.upstream import MalformedStream
@@ -47,6 +47,14 @@ def test_r2_every_httpx_exception_maps_to_exactly_one_class(exc_type: type[BaseE
         result = classify(exc, output_started=started)
         assert isinstance(result.failure_class, FailureClass)
         assert result.failure_class in ERROR_FOR_CLASS
+
+
+@pytest.mark.parametrize("exc_type", HTTPX_EXCEPTIONS, ids=lambda c: c.__name__)
+def test_r2_every_httpx_exception_has_its_own_row_in_the_table(
+    exc_type: type[BaseException],
+) -> None:
+    """Each exception class httpx exports is in the classifier's table by exact type, so a new httpx subclass cannot be classified silently by a catch-all parent row (R2)."""
+    assert exc_type in MAPPED_EXCEPTIONS
 
 
 def test_r2_an_unknown_exception_type_is_an_error_not_a_guess() -> None:
