@@ -27,6 +27,7 @@ OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_MODEL = "meta-llama/llama-3.3-70b-instruct"
 
 CsvList = Annotated[list[str], NoDecode]
+SecretCsvList = Annotated[list[SecretStr], NoDecode]  # comma-separated secrets, masked in reprs
 
 
 def _split_csv(value: object) -> object:
@@ -117,7 +118,7 @@ class Settings(BaseSettings):
     )
 
     # ---- routing/ ----------------------------------------------------------
-    gateway_keys: CsvList = Field(
+    gateway_keys: SecretCsvList = Field(
         default_factory=list,
         description="Bearer keys the gateway accepts from clients (never the upstream key).",
     )

@@ -48,7 +48,9 @@ def serve(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     application = create_app(
-        router, keys=list(settings.gateway_keys), max_body_bytes=settings.gateway_max_body_bytes
+        router,
+        keys=[k.get_secret_value() for k in settings.gateway_keys],
+        max_body_bytes=settings.gateway_max_body_bytes,
     )
     config = uvicorn.Config(
         application, host=host, port=port, log_level=log_level, http="h11", loop="asyncio"
