@@ -199,6 +199,26 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(out)
 
 
+class RelayResponse(StreamingResponse):
+    """The SSE response of a released stream. Whatever happens to the response (the client
+    went away before the first byte, so the relay generator never ran), the upstream call
+    is closed and the stream's finisher runs once: a held half-open probe slot is never
+    leaked (the finisher is idempotent; the relay normally calls it first)."""
+
+    def __init__(self, result: RouterResult, content: AsyncIterator[bytes], **kw: Any) -> None:
+        super().__init__(content, **kw)
+        self.result = result
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with contextlib.suppress(Exception):
+                await self.result.close()
+            if self.result.finish is not None:
+                await self.result.finish("cancelled", "client_disconnected")
+
+
 def create_app(
     router: Router,
     *,
@@ -285,7 +305,8 @@ def create_app(
             "X-Attempts": str(len(result.attempts)),
         }
         if wants_stream:
-            return StreamingResponse(
+            return RelayResponse(
+                result,
                 relay(result, router, deadline_at, contract, body),
                 media_type="text/event-stream",
                 headers={**headers, "Cache-Control": "no-cache"},

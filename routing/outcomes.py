@@ -74,7 +74,13 @@ class Outcomes:
         the request's. `failure` is a FailureClass value, None (accepted) or anything else
         for "no verdict" (the client went away)."""
 
+        done = False
+
         async def finish(failure: str | None, reason: str) -> None:
+            nonlocal done
+            if done:  # idempotent: the relay and the response's safety net may both call it
+                return
+            done = True
             provisional = req.attempts.pop()  # counted at release, replaced by the final record
             req.cost_usd -= provisional.cost_usd
             res.ended = self.clock()

@@ -3,6 +3,8 @@ start-check release (SPEC R9, R10, R11), over real HTTP: httpx -> gateway -> fle
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import sqlite3
 import time
@@ -13,7 +15,7 @@ import httpx
 
 from routing.breaker import BreakerBoard, BreakerConfig, CircuitStatus
 from routing.events import EventLog
-from routing.gateway import create_app
+from routing.gateway import RelayResponse, create_app, relay
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
     ServedApp,
@@ -138,3 +140,35 @@ async def test_r2_oversized_body_gets_413_in_the_openai_error_shape(fleet: Fleet
         assert err["type"] == "permanent_request" and err["reason"] == "body_too_large"
     assert ok.status_code == 200
     assert len(fleet.requests()) == 1
+
+
+async def test_r9_client_gone_before_the_first_byte_still_finishes_the_stream(
+    fleet: FleetHandle,
+) -> None:
+    """A released stream whose client vanished before the relay ever ran still closes the upstream and gives back alpha's half-open probe slot (R9)."""
+    fleet.load(
+        routing_scenario(faults={"alpha-a": [{"kind": "http_error", "status": 502, "first_n": 1}]})
+    )
+    board = BreakerBoard(BreakerConfig(consecutive_failures=1, open_for_s=0.2))
+    router = make_router(
+        fleet.base_url,
+        fleet.key,
+        breakers=board,
+        catalog=routing_catalog(chat={"route_groups": ["text"]}),
+    )
+    assert (await router.complete(chat_body(), workload="chat")).route.id == "beta"
+    await asyncio.sleep(0.25)
+    result = await router.stream(chat_body(LONG, stream=True), workload="chat")
+    assert result.route.id == "alpha" and not board.admit("alpha", time.monotonic())
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        raise OSError("client gone")
+
+    response = RelayResponse(result, relay(result, router, time.monotonic() + 30))
+    with contextlib.suppress(Exception):
+        await response({"type": "http", "asgi": {"spec_version": "2.4"}}, receive, send)
+    assert board.admit("alpha", time.monotonic())  # the probe slot came back
+    assert router.metrics.snapshot()["requests"] == 2
