@@ -5,7 +5,10 @@
          X-Workload: chat | invoice_extraction | classify | tool_agent | ...   (default chat)
          Idempotency-Key / X-Operation-Id: echoed back as X-Operation-Id (generated if absent)
          The client's `model`, `provider` and `stream_options` are ignored: the contract
-         of the workload chooses the route.
+         of the workload chooses the route. `tools`, `tool_choice`, `functions`,
+         `function_call` and `n` (other than 1) belong to the contract: refused (400,
+         reason contract_owned_parameter). A body over gateway_max_body_bytes gets 413.
+         Our own upstream key/credits rejected (401/402) -> 502 upstream_misconfigured.
     GET  /metrics               Prometheus text (the router's own registry)
     GET  /healthz               {"status": "ok", "workloads": [...], "routes": [...]}
 

@@ -7,7 +7,8 @@
                                                        │   ├ transient, early ─► same route once, after
                                                        │   │   full-jitter backoff
                                                        │   ├ capacity + Retry-After that fits ─► wait,
-                                                       │   │   same route; does not fit ─► fallback
+                                                       │   │   same route (once per route); does not
+                                                       │   │   fit, or asked again ─► fallback
                                                        │   ├ capacity / transient / invalid ─► fallback
                                                        │   └ ambiguous ─► workload policy (replay =
                                                        │       fallback; fail / reconcile = explicit)
