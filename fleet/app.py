@@ -53,6 +53,7 @@ from fleet.responses import (
     stream_reply,
 )
 from fleet.scenario import ModelSpec, Scenario, ScenarioError, load_scenario, parse_scenario
+from fleet.schema_check import SchemaProblem
 from fleet.selection import NoCandidate, ProviderPrefs, candidates
 
 _ARRIVAL = "fleet.arrival"
@@ -156,9 +157,13 @@ def create_app(scenario: Scenario | str | Path, *, key: str | SecretStr) -> ASGI
         attempts: list[dict[str, Any]] = []
         plan: Plan | None = None
         for i, endpoint in enumerate(tries):
-            plan = plan_request(
-                state.scenario, m, endpoint, state.endpoints[(m.id, endpoint.tag)], req
-            )
+            try:
+                plan = plan_request(
+                    state.scenario, m, endpoint, state.endpoints[(m.id, endpoint.tag)], req
+                )
+            except SchemaProblem as exc:  # e.g. an instance too large to generate
+                log(_entry(body, 400, None, req.stream, attempts))["error"] = str(exc)
+                return error_response(400, f"invalid request: {exc}", "invalid_request")
             status = plan.pre_error.status if plan.pre_error else 200
             attempts.append(
                 {

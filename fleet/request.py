@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleet.bank import estimate_tokens
+from fleet.schema_check import SchemaProblem, check_schema
 from fleet.selection import ProviderPrefs
 
 
@@ -86,12 +87,20 @@ def parse_request(data: Any) -> ChatRequest:
     if not isinstance(data, dict):
         raise RequestError(f"request body must be a JSON object, got {type(data).__name__}")
     try:
-        return ChatRequest.model_validate(data)
+        req = ChatRequest.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "body"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise RequestError(f"invalid request: {field}: {first['msg']}{more}") from None
+    try:
+        if req.json_schema is not None:
+            check_schema(req.json_schema, "response_format.json_schema.schema")
+        for i, tool in enumerate(req.tools or []):
+            check_schema(tool.function.parameters, f"tools.{i}.function.parameters")
+    except SchemaProblem as exc:
+        raise RequestError(f"invalid request: {exc}") from None
+    return req
 
 
 def _parts(content: str | list[dict[str, Any]] | None) -> tuple[str, int]:

@@ -2,7 +2,16 @@
 and break one on purpose. Supports objects (properties, required,
 additionalProperties), strings (enum, const, minLength, maxLength, format),
 integers and numbers (minimum/maximum, exclusive bounds, multipleOf), booleans,
-null, arrays (items, minItems, maxItems), anyOf/oneOf/allOf and local `$ref`."""
+null, arrays (items, minItems, maxItems), anyOf/oneOf/allOf and local `$ref`.
+
+Hostile schemas: keyword values of the wrong type are ignored (requests are
+checked first by `fleet.schema_check`); minLength/maxLength/minItems/maxItems
+are clamped to `MAX_SIZE` (10,000), so a schema demanding more gets a
+shorter instance that does not validate; one instance holds at most
+`MAX_VALUES` (25,000; array slots count too) values and `MAX_CHARS`
+(250,000) string characters, beyond which (e.g. nested arrays of 10,000 x
+10,000) `generate` raises `SchemaProblem` after well under a second, as it
+does for any other failure to generate (never a bare TypeError/KeyError/...)."""
 
 from __future__ import annotations
 
@@ -10,6 +19,21 @@ import copy
 import json
 import random
 from typing import Any
+
+from fleet.schema_check import SchemaProblem
+
+MAX_SIZE = 10_000
+MAX_VALUES = 25_000
+MAX_CHARS = 250_000
+_FAILURES = (
+    TypeError,
+    ValueError,
+    KeyError,
+    AttributeError,
+    IndexError,
+    OverflowError,
+    RecursionError,
+)
 
 _WORDS = (
     "lantern",
@@ -23,6 +47,36 @@ _WORDS = (
     "meadow",
     "raven",
 )
+
+
+def _count(schema: dict[str, Any], key: str, default: int) -> int:
+    """A size keyword as an int in [0, MAX_SIZE] (default when absent or malformed)."""
+    value = schema.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return default
+    return int(max(0, min(value, MAX_SIZE)))
+
+
+def _bound(schema: dict[str, Any], key: str) -> float | None:
+    value = schema.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        return None
+    return value
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.values = MAX_VALUES
+        self.chars = MAX_CHARS
+
+    def spend(self, values: int, chars: int = 0) -> None:
+        self.values -= values
+        self.chars -= chars
+        if self.values < 0 or self.chars < 0:
+            raise SchemaProblem(
+                f"the schema asks for an instance larger than the fleet generates "
+                f"({MAX_VALUES:,} values, {MAX_CHARS:,} string characters)"
+            )
 
 
 def _resolve(schema: Any, root: dict[str, Any]) -> Any:
@@ -71,8 +125,8 @@ def _string(schema: dict[str, Any], rng: random.Random) -> str:
         return f"https://example.com/{rng.choice(_WORDS)}"
     if fmt == "uuid":
         return f"{rng.getrandbits(32):08x}-0000-4000-8000-{rng.getrandbits(48):012x}"
-    lo = int(schema.get("minLength", 1))
-    hi = int(schema.get("maxLength", max(lo, 24)))
+    lo = _count(schema, "minLength", 1)
+    hi = _count(schema, "maxLength", max(lo, 24))
     text = " ".join(rng.choice(_WORDS) for _ in range(3))
     while len(text) < lo:
         text += " " + rng.choice(_WORDS)
@@ -80,19 +134,21 @@ def _string(schema: dict[str, Any], rng: random.Random) -> str:
 
 
 def _number(schema: dict[str, Any], rng: random.Random, integer: bool) -> int | float:
-    lo: float = schema.get("minimum", schema.get("exclusiveMinimum", 0))
-    hi: float = schema.get("maximum", schema.get("exclusiveMaximum", lo + 100))
-    if "exclusiveMinimum" in schema and not isinstance(schema["exclusiveMinimum"], bool):
-        lo = schema["exclusiveMinimum"] + (1 if integer else 0.01)
-    if "exclusiveMaximum" in schema and not isinstance(schema["exclusiveMaximum"], bool):
-        hi = schema["exclusiveMaximum"] - (1 if integer else 0.01)
+    lo_x, hi_x = _bound(schema, "exclusiveMinimum"), _bound(schema, "exclusiveMaximum")
+    mn, mx = _bound(schema, "minimum"), _bound(schema, "maximum")
+    lo: float = mn if mn is not None else (lo_x if lo_x is not None else 0)
+    if lo_x is not None:
+        lo = max(lo, lo_x + (1 if integer else 0.01))
+    hi: float = mx if mx is not None else (hi_x if hi_x is not None else lo + 100)
+    if hi_x is not None:
+        hi = min(hi, hi_x - (1 if integer else 0.01))
     if hi < lo:
         hi = lo
     step = schema.get("multipleOf")
     if integer:
         lo_i, hi_i = int(-(-lo // 1)), int(hi // 1)
         value = rng.randint(lo_i, max(lo_i, hi_i))
-        if isinstance(step, int) and step > 0:
+        if isinstance(step, int) and not isinstance(step, bool) and step > 0:
             value = (value // step) * step
             if value < lo:
                 value += step
@@ -101,41 +157,67 @@ def _number(schema: dict[str, Any], rng: random.Random, integer: bool) -> int | 
     return min(max(real, lo), hi)
 
 
-def generate(
-    schema: Any, rng: random.Random, root: dict[str, Any] | None = None, depth: int = 0
-) -> Any:
-    """A value that validates against `schema`."""
+def generate(schema: Any, rng: random.Random, root: dict[str, Any] | None = None) -> Any:
+    """A value that validates against `schema` (see the module doc for size limits);
+    raises `SchemaProblem` when it cannot make one."""
     root = root if root is not None else (schema if isinstance(schema, dict) else {})
+    try:
+        return _generate(schema, rng, root, 0, _Budget())
+    except SchemaProblem:
+        raise
+    except _FAILURES as exc:
+        raise SchemaProblem(f"cannot generate an instance of the schema: {exc!r:.200}") from None
+
+
+def _generate(
+    schema: Any, rng: random.Random, root: dict[str, Any], depth: int, budget: _Budget
+) -> Any:
     schema = _resolve(schema, root)
     if not isinstance(schema, dict) or depth > 12:
         return None
+    budget.spend(1)
     if "const" in schema:
         return copy.deepcopy(schema["const"])
-    if schema.get("enum"):
-        return copy.deepcopy(rng.choice(schema["enum"]))
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        return copy.deepcopy(rng.choice(enum))
     for key in ("anyOf", "oneOf"):
-        if schema.get(key):
-            return generate(schema[key][0], rng, root, depth + 1)
-    if schema.get("allOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            return _generate(options[0], rng, root, depth + 1, budget)
+    parts = schema.get("allOf")
+    if isinstance(parts, list) and parts:
         merged: dict[str, Any] = {}
-        for part in schema["allOf"]:
+        for part in parts:
             part = _resolve(part, root)
-            merged.setdefault("properties", {}).update(part.get("properties", {}))
-            merged["required"] = [*merged.get("required", []), *part.get("required", [])]
+            if not isinstance(part, dict):
+                continue
+            props = part.get("properties")
+            merged.setdefault("properties", {}).update(props if isinstance(props, dict) else {})
+            required = part.get("required")
+            merged["required"] = [
+                *merged.get("required", []),
+                *(required if isinstance(required, list) else []),
+            ]
             merged.update({k: v for k, v in part.items() if k not in {"properties", "required"}})
-        return generate(merged, rng, root, depth + 1)
+        return _generate(merged, rng, root, depth + 1, budget)
     kind = _type_of(schema)
     if kind == "object":
-        props = schema.get("properties", {})
-        return {name: generate(sub, rng, root, depth + 1) for name, sub in props.items()}
+        props = schema.get("properties")
+        if not isinstance(props, dict):
+            return {}
+        return {name: _generate(sub, rng, root, depth + 1, budget) for name, sub in props.items()}
     if kind == "array":
-        lo = int(schema.get("minItems", 1))
-        hi = int(schema.get("maxItems", max(lo, 3)))
+        lo = _count(schema, "minItems", 1)
+        hi = _count(schema, "maxItems", max(lo, 3))
         n = rng.randint(lo, max(lo, min(hi, lo + 2)))
+        budget.spend(n)
         items = schema.get("items", {})
-        return [generate(items, rng, root, depth + 1) for _ in range(n)]
+        return [_generate(items, rng, root, depth + 1, budget) for _ in range(n)]
     if kind == "string":
-        return _string(schema, rng)
+        text = _string(schema, rng)
+        budget.spend(0, len(text))
+        return text
     if kind == "integer":
         return _number(schema, rng, integer=True)
     if kind == "number":
@@ -170,11 +252,12 @@ def break_instance(instance: Any, schema: Any, mode: str, rng: random.Random) ->
     if mode == "prose":
         return f"Sure! Here is the JSON you asked for:\n{json.dumps(instance, ensure_ascii=False)}\nLet me know if you need anything else."
     if isinstance(instance, dict) and instance:
-        required = (
-            [k for k in schema.get("required", []) if k in instance]
-            if isinstance(schema, dict)
-            else []
-        )
+        wanted = schema.get("required") if isinstance(schema, dict) else None
+        required = [
+            k
+            for k in (wanted if isinstance(wanted, list) else [])
+            if isinstance(k, str) and k in instance
+        ]
         if mode == "missing_field" and required:
             broken = dict(instance)
             del broken[rng.choice(required)]
