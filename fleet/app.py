@@ -113,6 +113,13 @@ def create_app(scenario: Scenario | str | Path, *, key: str | SecretStr) -> ASGI
         return JSONResponse(endpoints_json(m))
 
     async def chat(request: Request) -> Response:
+        # auth before the body is even read: an unauthenticated body is neither parsed nor logged
+        auth = request.headers.get("authorization", "")
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+        if not token or not hmac.compare_digest(token.encode(), state.key.encode()):
+            log(_entry(None, 401, None))
+            msg = "No auth credentials found" if not token else "User not found."
+            return error_response(401, msg, "authentication")
         raw = await request.body()
         try:
             body: Any = json.loads(raw)
@@ -121,12 +128,6 @@ def create_app(scenario: Scenario | str | Path, *, key: str | SecretStr) -> ASGI
             entry = log(_entry(body, 400, None))
             entry["error"] = "malformed JSON"
             return error_response(400, f"Invalid JSON body: {exc}", "invalid_request")
-        auth = request.headers.get("authorization", "")
-        token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-        if not token or not hmac.compare_digest(token.encode(), state.key.encode()):
-            log(_entry(body, 401, None))
-            msg = "No auth credentials found" if not token else "User not found."
-            return error_response(401, msg, "authentication")
         try:
             req = parse_request(body)
         except RequestError as exc:

@@ -162,3 +162,19 @@ def test_generator_and_checker_fail_only_with_schema_problem(schema: Any, seed: 
         generate(schema, random.Random(seed))
     except SchemaProblem as exc:
         assert "larger than" in str(exc)
+
+
+@pytest.mark.parametrize("key", [None, "wrong-key"])
+def test_auth_is_checked_before_the_body_is_parsed(fleet: FleetHandle, key: str | None) -> None:
+    """A malformed body without a valid key is 401 (not 400), and its body is not logged."""
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    secret_body = b'{"model": "x", "messages": [ "sk-or-v1-leaked'
+    r = fleet.http.post(f"{fleet.base_url}/chat/completions", content=secret_body, headers=headers)
+    assert r.status_code == 401
+    assert r.json()["error"]["metadata"]["error_type"] == "authentication"
+    log = fleet.requests()
+    assert [e["status"] for e in log] == [401]
+    assert "sk-or-v1-leaked" not in json.dumps(log)
+    _still_serving(fleet)
