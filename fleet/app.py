@@ -213,6 +213,12 @@ def create_app(scenario: Scenario | str | Path, *, key: str | SecretStr) -> ASGI
                 'give exactly one of "name" (a built-in scenario or a path) or "scenario" (a full scenario object)',
                 "unprocessable",
             )
+        if "name" in data and not isinstance(data["name"], str):
+            return error_response(
+                422,
+                f'"name" must be a string (a built-in scenario or a path), got {type(data["name"]).__name__}',
+                "unprocessable",
+            )
         try:
             new = (
                 load_scenario(data["name"])

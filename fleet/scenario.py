@@ -359,22 +359,40 @@ def parse_scenario(data: Any, source: str = "scenario", root: yaml.Node | None =
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
     """Load a built-in scenario by name, or a YAML/TOML/JSON file by path."""
-    path = _resolve(name_or_path)
-    return _load_file(path.resolve(), path.stat().st_mtime_ns).model_copy(deep=True)
+    if not isinstance(name_or_path, str | Path):
+        raise ScenarioError(
+            f"a scenario name or path must be a string, got {type(name_or_path).__name__}"
+        )
+    try:
+        path = _resolve(name_or_path)
+        return _load_file(path.resolve(), path.stat().st_mtime_ns, path.name).model_copy(deep=True)
+    except (OSError, ValueError) as exc:  # e.g. permission denied, embedded NUL, name too long
+        if isinstance(exc, ScenarioError):
+            raise
+        raise ScenarioError(f"cannot read scenario {str(name_or_path)!r}: {exc}") from None
 
 
 @lru_cache(maxsize=32)
-def _load_file(path: Path, mtime_ns: int) -> Scenario:
-    text = path.read_text(encoding="utf-8")
-    root: yaml.Node | None = None
+def _load_file(path: Path, mtime_ns: int, source: str) -> Scenario:
+    """Read and validate `path` (cached per mtime); messages name the file as `source`."""
     try:
-        if path.suffix == ".toml":
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            f"{source}: not UTF-8 text (byte {exc.object[exc.start : exc.start + 1]!r} at offset {exc.start})"
+        ) from None
+    except OSError as exc:
+        raise ScenarioError(f"{source}: cannot read scenario file: {exc.strerror or exc}") from None
+    root: yaml.Node | None = None
+    suffix = Path(source).suffix  # as named (a symlink's target may have none)
+    try:
+        if suffix == ".toml":
             data = tomllib.loads(text)
-        elif path.suffix == ".json":
+        elif suffix == ".json":
             data = json.loads(text)
         else:
             root = yaml.compose(text)
             data = yaml.safe_load(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        raise ScenarioError(f"{path.name}: not valid {path.suffix.lstrip('.')}: {exc}") from None
-    return parse_scenario(data, path.name, root)
+        raise ScenarioError(f"{source}: not valid {suffix.lstrip('.')}: {exc}") from None
+    return parse_scenario(data, source, root)
