@@ -4,7 +4,8 @@ endpoint's scripted behaviour (timing, transport faults, quality defects).
 A scenario is a YAML (or TOML) file validated by pydantic. Built-in scenarios
 live in `fleet/scenarios/<name>.yaml`; `load_scenario` accepts a name or a
 path. A bad file raises `ScenarioError` whose message names the offending
-field and its line in the file, e.g.
+field and its line in the file (YAML and TOML; JSON files and scenario
+objects posted to `/_fleet/scenario` get the field path only), e.g.
 `seed.yaml: models.0.endpoints.2.timing.ttft_s (line 31): Input should be greater than or equal to 0`.
 
 Every fault and defect carries either `rate` (drawn from the endpoint's
@@ -24,6 +25,9 @@ from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from fleet.toml_lines import key_lines as toml_key_lines
+from fleet.toml_lines import line_of as toml_line_of
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 
@@ -328,13 +332,18 @@ def _yaml_line(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int | None
 
 
 def format_validation_error(
-    exc: ValidationError, source: str, root: yaml.Node | None = None
+    exc: ValidationError,
+    source: str,
+    root: yaml.Node | None = None,
+    toml_lines: dict[tuple[int | str, ...], int] | None = None,
 ) -> str:
     lines = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in _KIND_NAMES))
         field = ".".join(str(p) for p in loc) or "(top level)"
         line = _yaml_line(root, loc) if root is not None else None
+        if toml_lines is not None:
+            line = toml_line_of(toml_lines, loc)
         where = f" (line {line})" if line else ""
         lines.append(f"{source}: {field}{where}: {err['msg']}")
     return "\n".join(lines)
@@ -347,14 +356,20 @@ _KIND_NAMES = {
 }  # fmt: skip
 
 
-def parse_scenario(data: Any, source: str = "scenario", root: yaml.Node | None = None) -> Scenario:
-    """Validate a scenario mapping; raise ScenarioError naming field (and line)."""
+def parse_scenario(
+    data: Any,
+    source: str = "scenario",
+    root: yaml.Node | None = None,
+    toml_lines: dict[tuple[int | str, ...], int] | None = None,
+) -> Scenario:
+    """Validate a scenario mapping; raise ScenarioError naming field (and line, given
+    the YAML node tree `root` or the TOML `toml_lines` map)."""
     if not isinstance(data, dict):
         raise ScenarioError(f"{source}: a scenario must be a mapping, got {type(data).__name__}")
     try:
         return Scenario.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(format_validation_error(exc, source, root)) from None
+        raise ScenarioError(format_validation_error(exc, source, root, toml_lines)) from None
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
@@ -384,10 +399,12 @@ def _load_file(path: Path, mtime_ns: int, source: str) -> Scenario:
     except OSError as exc:
         raise ScenarioError(f"{source}: cannot read scenario file: {exc.strerror or exc}") from None
     root: yaml.Node | None = None
+    lines: dict[tuple[int | str, ...], int] | None = None
     suffix = Path(source).suffix  # as named (a symlink's target may have none)
     try:
         if suffix == ".toml":
             data = tomllib.loads(text)
+            lines = toml_key_lines(text)
         elif suffix == ".json":
             data = json.loads(text)
         else:
@@ -395,4 +412,4 @@ def _load_file(path: Path, mtime_ns: int, source: str) -> Scenario:
             data = yaml.safe_load(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
         raise ScenarioError(f"{source}: not valid {suffix.lstrip('.')}: {exc}") from None
-    return parse_scenario(data, source, root)
+    return parse_scenario(data, source, root, lines)

@@ -84,3 +84,47 @@ def test_scenario_control_422_for_unreadable_or_mistyped(
         err = r.json()["error"]
         assert err["metadata"]["error_type"] == "unprocessable" and words in err["message"]
     _still_serving(fleet)
+
+
+BAD_TOML = """\
+name = "broken"
+
+[[models]]
+id = "test/model"
+
+[[models.endpoints]]
+tag = "good/fp8"
+provider_name = "Good"
+
+[[models.endpoints]]
+tag = "bad/fp8"
+provider_name = "Bad"
+
+[models.endpoints.timing]
+ttft_s = 0.3
+tokens_per_s = 0
+
+[[models.endpoints.faults]]
+kind = "http_error"
+status = 418
+rate = 0.5
+"""
+
+
+def test_toml_scenario_errors_name_the_line(tmp_path: Path) -> None:
+    """A bad TOML scenario names each offending field with its line, as YAML does."""
+    path = tmp_path / "broken.toml"
+    path.write_text(BAD_TOML)
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    message = str(caught.value)
+    assert "broken.toml: models.0.endpoints.1.timing.tokens_per_s (line 16):" in message
+    assert "broken.toml: models.0.endpoints.1.faults.0.status (line 20):" in message
+    inline = BAD_TOML.split("[models.endpoints.timing]")[0] + (
+        'faults = [{ kind = "http_error", status = 418, rate = 0.5 }]\n'
+    )
+    path.write_text(inline)
+    with pytest.raises(
+        ScenarioError, match=r"models\.0\.endpoints\.1\.faults\.0\.status \(line 14\)"
+    ):
+        load_scenario(path)
