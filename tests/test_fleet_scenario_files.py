@@ -6,12 +6,13 @@ running scenario keeps serving."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 from typer.testing import CliRunner
 
 from fleet.cli import app
-from fleet.scenario import ScenarioError, load_scenario
+from fleet.scenario import SCENARIO_DIR, Defect, Fault, ScenarioError, load_scenario
 from tests.fixtures.fleet import FleetHandle
 
 LLAMA = "meta-llama/llama-3.3-70b-instruct"
@@ -128,3 +129,31 @@ def test_toml_scenario_errors_name_the_line(tmp_path: Path) -> None:
         ScenarioError, match=r"models\.0\.endpoints\.1\.faults\.0\.status \(line 14\)"
     ):
         load_scenario(path)
+
+
+def _kinds(name: str) -> set[str]:
+    scenario = load_scenario(name)
+    return {
+        item.kind for m in scenario.models for e in m.endpoints for item in [*e.faults, *e.defects]
+    }
+
+
+def test_seed_incidents_header_names_where_every_other_defect_class_lives() -> None:
+    """Every fault/defect class missing from seed-incidents is served by defect-zoo and named in
+    seed-incidents.yaml's header comment next to `defect-zoo` (issue 2 §2: every defect class)."""
+    header = []
+    for line in (SCENARIO_DIR / "seed-incidents.yaml").read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        header.append(line)
+    zoo_part = "\n".join(header).partition("defect-zoo")[2]
+    assert zoo_part, "the header comment must point at defect-zoo"
+    every = {
+        kind
+        for union in (Fault, Defect)
+        for member in get_args(get_args(union)[0])
+        for kind in get_args(member.model_fields["kind"].annotation)
+    }
+    missing = every - _kinds("seed-incidents")
+    assert missing and missing <= _kinds("defect-zoo")
+    assert {k for k in missing if k not in zoo_part} == set()
