@@ -2,7 +2,8 @@
 one machine with embedded defaults.
 
 1. a fresh local Prefect server on SQLite (under `<CANARY_HOME>/demo`),
-2. the `seed-incidents` fleet on loopback (23 endpoints, every defect class),
+2. the `seed-incidents` fleet on loopback (23 endpoints: both incidents and most defect
+   classes; the rest are in the `defect-zoo` scenario),
 3. canary rounds in enforce mode at logical times t, t+30 min, t+60 min, ...,
    printing which hosts failed what and the resulting provider.ignore,
 4. a recovery: the start-corrupting host is fixed in the fleet and is
