@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from canary.cli import app
-from tests.fixtures.canary_env import STRAY, endpoint, scenario
+from tests.fixtures.canary_env import STRAY, endpoint, load_model
 from tests.fixtures.fleet import FleetHandle
 
 runner = CliRunner()
@@ -31,9 +31,10 @@ def _run(*args: str) -> tuple[int, str]:
 def small_model(canary_env: FleetHandle, request: pytest.FixtureRequest) -> str:
     """A 3-endpoint model of its own per test (state in the session's Prefect is shared)."""
     model = f"test/cli-{request.node.name.removeprefix('test_')[:40]}"
-    canary_env.load(
-        scenario(model, [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("bad/fp8", defects=STRAY)]),
-        time_scale=0.25,
+    load_model(
+        canary_env,
+        model,
+        [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("bad/fp8", defects=STRAY)],
     )
     return model
 

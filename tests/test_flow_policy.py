@@ -19,7 +19,7 @@ from flows.admin import lift_suspension
 from flows.canary_round import RoundSummary, canary_round
 from quarantine.exclusions import aignore_list, ignore_tags
 from quarantine.store import aload_state
-from tests.fixtures.canary_env import STRAY, endpoint, scenario
+from tests.fixtures.canary_env import STRAY, endpoint, load_model
 from tests.fixtures.fleet import FleetHandle
 
 T0 = datetime(2026, 11, 2, 0, 0, tzinfo=UTC)
@@ -70,17 +70,15 @@ async def test_q3_q8_observe_mode_records_would_suspend_and_notifies(
     """Observe mode: would_suspend after two failing rounds, an admin notification reaches
     a real webhook, and provider.ignore stays empty."""
     model = "test/observe"
-    canary_env.load(
-        scenario(
-            model,
-            [
-                endpoint("a/fp8"),
-                endpoint("b/fp8"),
-                endpoint("c/fp8"),
-                endpoint("bad/fp8", defects=STRAY),
-            ],
-        ),
-        time_scale=0.25,
+    load_model(
+        canary_env,
+        model,
+        [
+            endpoint("a/fp8"),
+            endpoint("b/fp8"),
+            endpoint("c/fp8"),
+            endpoint("bad/fp8", defects=STRAY),
+        ],
     )
     url, received = webhook
     await CustomWebhookNotificationBlock(
@@ -109,7 +107,8 @@ async def test_q4_q5_capacity_floor_then_recovery_after_two_clean_rounds(
     """3 endpoints, 2 broken: one is suspended, the other blocked by the floor (alert);
     once fixed, the suspended one is reinstated after two clean rounds."""
     model = "test/floor"
-    broken = scenario(
+    load_model(
+        canary_env,
         model,
         [
             endpoint("ok/fp8"),
@@ -117,15 +116,12 @@ async def test_q4_q5_capacity_floor_then_recovery_after_two_clean_rounds(
             endpoint("bad2/fp8", defects=STRAY),
         ],
     )
-    canary_env.load(broken, time_scale=0.25)
     assert _kinds(await _round(model, T0)) == []
     second = await _round(model, T0 + HALF_HOUR)
     assert _kinds(second) == [("blocked_by_floor", "bad2/fp8"), ("suspended", "bad1/fp8")]
     assert ignore_tags(await aignore_list(model, T0 + HALF_HOUR)) == ["bad1/fp8"]
 
-    canary_env.load(
-        scenario(model, [endpoint(t) for t in ("ok/fp8", "bad1/fp8", "bad2/fp8")]), time_scale=0.25
-    )
+    load_model(canary_env, model, [endpoint(t) for t in ("ok/fp8", "bad1/fp8", "bad2/fp8")])
     third = await _round(model, T0 + 2 * HALF_HOUR)
     assert ("reinstated_early", "bad1/fp8") not in _kinds(third)
     fourth = await _round(model, T0 + 3 * HALF_HOUR)
@@ -139,9 +135,10 @@ async def test_q6_q8_ladder_1_3_7_days_forgetting_after_14_days_and_lift(
     """A host that keeps failing climbs 1, 3, 7 days across `at` jumps; 14 clean days
     after the last suspension end the ladder restarts at 1 day; a manual lift keeps the rung."""
     model = "test/ladder"
-    canary_env.load(
-        scenario(model, [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("bad/fp8", defects=STRAY)]),
-        time_scale=0.25,
+    load_model(
+        canary_env,
+        model,
+        [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("bad/fp8", defects=STRAY)],
     )
 
     async def suspend_twice(at: datetime) -> dict[str, Any]:
@@ -187,18 +184,16 @@ async def test_c5_control_that_stops_filtering_weakens_the_refusal_probe(
     model = "test/controls"
     monkeypatch.setenv("CANARY_CONTROL_PROVIDERS", "ctl/fp8")
     wall = [{"kind": "policy_filter", "rate": 1.0, "modes": ["refusal"]}]
-    canary_env.load(
-        scenario(
-            model,
-            [
-                endpoint("a/fp8"),
-                endpoint("b/fp8"),
-                endpoint("c/fp8"),
-                endpoint("ctl/fp8"),
-                endpoint("wall/fp8", defects=wall),
-            ],
-        ),
-        time_scale=0.25,
+    load_model(
+        canary_env,
+        model,
+        [
+            endpoint("a/fp8"),
+            endpoint("b/fp8"),
+            endpoint("c/fp8"),
+            endpoint("ctl/fp8"),
+            endpoint("wall/fp8", defects=wall),
+        ],
     )
     for n in range(2):
         summary = await _round(model, T0 + n * HALF_HOUR)
@@ -216,18 +211,16 @@ async def test_c5_filtering_control_keeps_refusal_failures_counting(
     model = "test/controls-ok"
     monkeypatch.setenv("CANARY_CONTROL_PROVIDERS", "ctl/fp8")
     wall = [{"kind": "policy_filter", "rate": 1.0, "modes": ["refusal"]}]
-    canary_env.load(
-        scenario(
-            model,
-            [
-                endpoint("a/fp8"),
-                endpoint("b/fp8"),
-                endpoint("c/fp8"),
-                endpoint("ctl/fp8", defects=wall),
-                endpoint("wall/fp8", defects=wall),
-            ],
-        ),
-        time_scale=0.25,
+    load_model(
+        canary_env,
+        model,
+        [
+            endpoint("a/fp8"),
+            endpoint("b/fp8"),
+            endpoint("c/fp8"),
+            endpoint("ctl/fp8", defects=wall),
+            endpoint("wall/fp8", defects=wall),
+        ],
     )
     await _round(model, T0)
     second = await _round(model, T0 + HALF_HOUR)
@@ -240,7 +233,7 @@ async def test_o2_two_rounds_for_one_model_at_once_one_runs(canary_env: FleetHan
     """Two rounds of the same model and slot started together: one completes, the other
     waits for the round lock, sees the slot applied and is cancelled (revision advances once)."""
     model = "test/concurrent"
-    canary_env.load(scenario(model, [endpoint("a/fp8"), endpoint("b/fp8")]), time_scale=0.25)
+    load_model(canary_env, model, [endpoint("a/fp8"), endpoint("b/fp8")])
     states = await asyncio.gather(
         canary_round(model=model, return_state=True),  # at = now, as a schedule and a CLI
         canary_round(model=model, return_state=True),  # run started together would be
@@ -253,7 +246,7 @@ async def test_o2_two_rounds_for_one_model_at_once_one_runs(canary_env: FleetHan
 async def test_q2_o2_rounds_never_go_back_in_time(canary_env: FleetHandle) -> None:
     """A round whose half-hour slot is not after the last applied one changes nothing."""
     model = "test/backwards"
-    canary_env.load(scenario(model, [endpoint("a/fp8"), endpoint("b/fp8")]), time_scale=0.25)
+    load_model(canary_env, model, [endpoint("a/fp8"), endpoint("b/fp8")])
     await _round(model, T0 + HALF_HOUR)
     for at in (T0, T0 + HALF_HOUR + timedelta(minutes=10)):
         state = await canary_round(model=model, at=at, return_state=True)
@@ -267,9 +260,10 @@ async def test_q3_round_without_mode_keeps_the_stored_mode(
     """A round that names no mode keeps the model's stored mode (CANARY_MODE only seeds a
     new model), so a default-mode run never frees real suspensions."""
     model = "test/mode"
-    canary_env.load(
-        scenario(model, [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("bad/fp8", defects=STRAY)]),
-        time_scale=0.25,
+    load_model(
+        canary_env,
+        model,
+        [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("bad/fp8", defects=STRAY)],
     )
     await _round(model, T0, mode="enforce")
     await _round(model, T0 + HALF_HOUR, mode="enforce")
@@ -286,9 +280,10 @@ async def test_q8_broken_notification_block_does_not_fail_an_applied_round(
     """After the state is applied, a missing notification block falls back to the log."""
     model = "test/notify-broken"
     monkeypatch.setenv("CANARY_NOTIFICATION_BLOCK", "custom-webhook/does-not-exist")
-    canary_env.load(
-        scenario(model, [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("bad/fp8", defects=STRAY)]),
-        time_scale=0.25,
+    load_model(
+        canary_env,
+        model,
+        [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("bad/fp8", defects=STRAY)],
     )
     await _round(model, T0)
     second = await _round(model, T0 + HALF_HOUR)
@@ -305,17 +300,15 @@ async def test_c8_language_failure_confirmed_by_majority_and_locale_sticks(
     always = [{"kind": "language_switch", "rate": 1.0, "to": "en", "alt": "de"}]
     # first_n: every request of the first probe set switches, the confirmations do not
     once = [{"kind": "language_switch", "first_n": 5, "to": "en", "alt": "de"}]
-    canary_env.load(
-        scenario(
-            model,
-            [
-                endpoint("a/fp8"),
-                endpoint("b/fp8"),
-                endpoint("always/fp8", defects=always),
-                endpoint("once/fp8", defects=once),
-            ],
-        ),
-        time_scale=0.25,
+    load_model(
+        canary_env,
+        model,
+        [
+            endpoint("a/fp8"),
+            endpoint("b/fp8"),
+            endpoint("always/fp8", defects=always),
+            endpoint("once/fp8", defects=once),
+        ],
     )
     first = await _round(model, T0)
     rows = {tag: (locale, verdict, why) for tag, locale, verdict, why in first.endpoints}
@@ -342,17 +335,15 @@ async def test_o1_o3_round_run_is_named_tagged_and_leaves_artifacts(
     from quarantine.models import model_slug
 
     model = "test/audit"
-    canary_env.load(
-        scenario(
-            model,
-            [
-                endpoint("a/fp8"),
-                endpoint("b/fp8"),
-                endpoint("c/fp8"),
-                endpoint("bad/fp8", defects=STRAY),
-            ],
-        ),
-        time_scale=0.25,
+    load_model(
+        canary_env,
+        model,
+        [
+            endpoint("a/fp8"),
+            endpoint("b/fp8"),
+            endpoint("c/fp8"),
+            endpoint("bad/fp8", defects=STRAY),
+        ],
     )
     await _round(model, T0)
     state = await canary_round(model=model, mode="enforce", at=T0 + HALF_HOUR, return_state=True)
