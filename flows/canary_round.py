@@ -44,6 +44,7 @@ from probes.types import Contract, Endpoint, Outcome
 from quarantine.exclusions import excluded_by_layers
 from quarantine.locking import ensure_limit
 from quarantine.models import Decision, Mode, ModelState, RoundReport, model_slug
+from quarantine.store import state_lock_name
 from quarantine.verdicts import ProviderRound, round_verdict
 
 
@@ -80,7 +81,9 @@ async def _tag_run(*tags: str) -> None:
 
 
 def round_lock_name(model: str) -> str:
-    return f"canary-round-{model_slug(model)}"
+    """The round holds the model's state lock for its whole run: one round per model at a
+    time (O2), and its own state write needs no second acquisition."""
+    return state_lock_name(model)
 
 
 @flow(name="canary-round", flow_run_name=_run_name, log_prints=False)
@@ -218,7 +221,7 @@ async def _round(
         },
     )
     tasks.policy_preview(state, report)
-    _new_state, decisions = await tasks.apply_report(report)
+    _new_state, decisions = await tasks.apply_report(report, lock_held=True)
     # From here on the state is applied: audit material and alerts are best-effort, so a
     # broken webhook or artifact write cannot fail the run (and hide its decisions).
     return await publish(plan, mode, report, judged, decisions, settings.notification_block, logger)

@@ -106,11 +106,13 @@ def policy_preview(state: ModelState, report: RoundReport) -> list[Decision]:
 
 
 @task(name="apply", task_run_name="{report.mode.value}: apply decisions", cache_policy=NO_CACHE)
-async def apply_report(report: RoundReport) -> tuple[ModelState, list[Decision]]:
+async def apply_report(
+    report: RoundReport, lock_held: bool = False
+) -> tuple[ModelState, list[Decision]]:
     """Enforce or observe (Q3): run the policy on the freshest state under the
-    model's state lock and store the result (revision-checked)."""
+    model's state lock (already held by a round) and store the result (revision-checked)."""
     config = PolicyConfig.from_settings(load_settings())
-    return await aupdate_state(report.model, lambda s: step(s, report, config))
+    return await aupdate_state(report.model, lambda s: step(s, report, config), lock_held=lock_held)
 
 
 @task(name="record-ledger", cache_policy=NO_CACHE)

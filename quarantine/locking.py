@@ -18,7 +18,7 @@ from prefect.concurrency.asyncio import concurrency
 from prefect.exceptions import ObjectAlreadyExists
 from prefect.settings import PREFECT_API_URL
 
-LOCK_TIMEOUT_S = 60.0
+LOCK_TIMEOUT_S = 300.0  # admin writers may wait for a whole canary round (it holds the lock)
 _ensured: set[tuple[str, str]] = set()
 _local: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
     weakref.WeakKeyDictionary()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from contextlib import AsyncExitStack
 from typing import ClassVar
 
 from prefect import get_client
@@ -101,9 +102,21 @@ async def _save(state: ModelState) -> None:
     await block.asave(block_name(state.model), overwrite=True)
 
 
-async def aupdate_state(model: str, fn: Update) -> tuple[ModelState, list[Decision]]:
-    """Apply pure `fn` to the stored state, serialised and revision-checked; save and return."""
-    async with serialised(f"canary-quarantine-{model_slug(model)}"):
+def state_lock_name(model: str) -> str:
+    """The global concurrency limit that serialises writers of `model`'s state. The canary
+    round holds it for its whole run (one round per model at a time) and then writes with
+    `lock_held=True`; admin writers wait for a running round."""
+    return f"canary-quarantine-{model_slug(model)}"
+
+
+async def aupdate_state(
+    model: str, fn: Update, *, lock_held: bool = False
+) -> tuple[ModelState, list[Decision]]:
+    """Apply pure `fn` to the stored state, serialised and revision-checked; save and return.
+    `lock_held=True` is for a caller that already holds `state_lock_name(model)`."""
+    async with AsyncExitStack() as stack:
+        if not lock_held:
+            await stack.enter_async_context(serialised(state_lock_name(model)))
         for attempt in range(1, MAX_ATTEMPTS + 1):
             current = await aload_state(model)
             new, decisions = fn(current)
