@@ -69,4 +69,17 @@ def serve(
             )
         await task
 
-    asyncio.run(run())
+    if no_quarantine:
+        asyncio.run(run())
+        return
+    # The quarantine's provider.ignore lives in Prefect (block + Variable): use the same API
+    # as every other canary command (PREFECT_API_URL, else the embedded local server).
+    from canary.prefect_local import PrefectUnavailable, use_api
+
+    try:
+        with use_api(settings) as api_url:
+            typer.echo(f"reading provider.ignore from the Prefect API at {api_url}")
+            asyncio.run(run())
+    except PrefectUnavailable as exc:
+        typer.echo(f"error: Prefect API unavailable: {exc}", err=True)
+        raise typer.Exit(1) from None
