@@ -176,25 +176,27 @@ async def test_q6_q8_ladder_1_3_7_days_forgetting_after_14_days_and_lift(
     assert (await aload_state(model)).providers["bad/fp8"].suspensions == 1
 
 
+WALL = [{"kind": "policy_filter", "rate": 1.0, "modes": ["refusal"]}]
+
+
+def _controls_model(
+    fleet: FleetHandle, monkeypatch: pytest.MonkeyPatch, model: str, *, control_filters: bool
+) -> None:
+    """Three healthy hosts, a refusing host `wall/fp8` and the control `ctl/fp8`, which
+    filters like `wall` only if `control_filters`."""
+    monkeypatch.setenv("CANARY_CONTROL_PROVIDERS", "ctl/fp8")
+    control = endpoint("ctl/fp8", defects=WALL) if control_filters else endpoint("ctl/fp8")
+    healthy = [endpoint(t) for t in ("a/fp8", "b/fp8", "c/fp8")]
+    load_model(fleet, model, [*healthy, control, endpoint("wall/fp8", defects=WALL)])
+
+
 async def test_c5_control_that_stops_filtering_weakens_the_refusal_probe(
     canary_env: FleetHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A control host that passes marks the refusal probe weak: an alert, and no
     refusal-based failure counts for anyone that round."""
     model = "test/controls"
-    monkeypatch.setenv("CANARY_CONTROL_PROVIDERS", "ctl/fp8")
-    wall = [{"kind": "policy_filter", "rate": 1.0, "modes": ["refusal"]}]
-    load_model(
-        canary_env,
-        model,
-        [
-            endpoint("a/fp8"),
-            endpoint("b/fp8"),
-            endpoint("c/fp8"),
-            endpoint("ctl/fp8"),
-            endpoint("wall/fp8", defects=wall),
-        ],
-    )
+    _controls_model(canary_env, monkeypatch, model, control_filters=False)
     for n in range(2):
         summary = await _round(model, T0 + n * HALF_HOUR)
         assert summary.weak_refusal_probe
@@ -209,19 +211,7 @@ async def test_c5_filtering_control_keeps_refusal_failures_counting(
 ) -> None:
     """With the control filtering as expected, a refusing host is suspended on refusal."""
     model = "test/controls-ok"
-    monkeypatch.setenv("CANARY_CONTROL_PROVIDERS", "ctl/fp8")
-    wall = [{"kind": "policy_filter", "rate": 1.0, "modes": ["refusal"]}]
-    load_model(
-        canary_env,
-        model,
-        [
-            endpoint("a/fp8"),
-            endpoint("b/fp8"),
-            endpoint("c/fp8"),
-            endpoint("ctl/fp8", defects=wall),
-            endpoint("wall/fp8", defects=wall),
-        ],
-    )
+    _controls_model(canary_env, monkeypatch, model, control_filters=True)
     await _round(model, T0)
     second = await _round(model, T0 + HALF_HOUR)
     assert not second.weak_refusal_probe
