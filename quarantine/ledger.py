@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from sqlalchemy import JSON, Column, DateTime, UniqueConstraint, delete, select
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import registry
-from sqlmodel import Field, Session, SQLModel, create_engine
+from sqlmodel import Field, Session, SQLModel
 
+from canary.db import open_engine
 from probes.types import Contract, Outcome
 from quarantine.models import Decision, RoundReport, _utc
 
@@ -87,10 +87,7 @@ class Ledger:
     """The ledger on one SQLAlchemy URL; tables are created on open."""
 
     def __init__(self, url: str) -> None:
-        parsed = make_url(url)
-        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        self.engine: Engine = create_engine(url)
+        self.engine: Engine = open_engine(url)
         LEDGER_METADATA.create_all(self.engine)
 
     def record_decisions(self, decisions: Sequence[Decision]) -> int:

@@ -21,13 +21,14 @@ import json
 import threading
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import insert
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import registry
-from sqlmodel import Field, SQLModel, create_engine
+from sqlmodel import Field, SQLModel
+
+from canary.db import open_engine
 
 
 class _RoutingBase(SQLModel, registry=registry()):
@@ -148,13 +149,7 @@ class EventLog:
     """Buffered writer of routing events to a SQLAlchemy URL."""
 
     def __init__(self, url: str) -> None:
-        u = make_url(url)
-        if u.drivername.startswith("sqlite") and u.database and u.database != ":memory:":
-            Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        kwargs: dict[str, Any] = {}
-        if u.drivername.startswith("sqlite"):
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
-        self.engine: Engine = create_engine(url, **kwargs)
+        self.engine: Engine = open_engine(url)
         ROUTING_METADATA.create_all(self.engine)
         self._buffer: list[AttemptRecord | RequestRecord] = []
         self._lock = threading.Lock()

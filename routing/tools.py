@@ -26,14 +26,14 @@ import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from enum import StrEnum
-from pathlib import Path
 from typing import Any, Literal
 
 from sqlalchemy import update
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Field, Session, create_engine
+from sqlmodel import Field, Session
 
+from canary.db import open_engine
 from routing.errors import AmbiguousCompletionError, RoutingError
 from routing.events import ROUTING_METADATA, _RoutingBase
 
@@ -91,13 +91,7 @@ def _aware(value: datetime) -> datetime:
 
 class ToolStore:
     def __init__(self, url: str, *, stale_after_s: float = 300.0, poll_s: float = 0.02) -> None:
-        u = make_url(url)
-        if u.drivername.startswith("sqlite") and u.database and u.database != ":memory:":
-            Path(u.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        kwargs: dict[str, Any] = {}
-        if u.drivername.startswith("sqlite"):
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
-        self.engine: Engine = create_engine(url, **kwargs)
+        self.engine: Engine = open_engine(url)
         ROUTING_METADATA.create_all(self.engine, tables=[ToolExecution.__table__])  # type: ignore[attr-defined]
         self.stale_after_s = stale_after_s
         self.poll_s = poll_s
