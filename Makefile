@@ -19,6 +19,7 @@ $(VENV)/.installed: pyproject.toml
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 typecheck: setup
 	$(VENV)/bin/mypy

@@ -27,7 +27,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from canary.settings import load_settings  # noqa: E402
+from ground.settings import load_settings  # noqa: E402
 from probes.client import ProbeClient  # noqa: E402
 from probes.prompts import prompt_for  # noqa: E402
 from probes.types import Contract, Endpoint  # noqa: E402

@@ -31,8 +31,8 @@ from typing import Any
 
 import httpx
 
-from canary.roundplan import ROUND_SECONDS, next_slot_with_locale
-from canary.settings import DEFAULT_MODEL, Settings
+from flows.roundplan import ROUND_SECONDS, next_slot_with_locale
+from ground.settings import DEFAULT_MODEL, Settings
 
 MIX_HOST = "mixhost/fp8"
 FIXED_HOST = "startcorrupt/fp8"
@@ -77,7 +77,7 @@ def _say(text: str = "") -> None:
 
 
 def run_demo(settings: Settings, *, rounds_before_fix: int = 3, keep_ui: bool = False) -> int:
-    from canary.prefect_local import start_local_server, stop_pid
+    from ground.prefect_server import start_local_server, stop_pid
 
     home = settings.home / "demo"
     shutil.rmtree(home, ignore_errors=True)
@@ -128,9 +128,9 @@ def run_demo(settings: Settings, *, rounds_before_fix: int = 3, keep_ui: bool = 
 async def _rounds(base_url: str, key: str, ui_url: str, rounds_before_fix: int) -> int:
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from canary.settings import load_settings
-    from canary.tables import print_round, quiet_task_logs
+    from canary.cli.tables import print_round, quiet_task_logs
     from flows.canary_round import canary_round
+    from ground.settings import load_settings
     from probes.client import ProbeClient
 
     settings = load_settings()

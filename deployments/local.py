@@ -10,8 +10,8 @@ from typing import Any
 
 from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
 
-from canary.settings import Settings
-from quarantine.models import model_slug
+from ground.settings import Settings
+from ground.slugs import model_slug
 
 ONE_AT_A_TIME = ConcurrencyLimitConfig(
     limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW

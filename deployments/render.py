@@ -12,8 +12,8 @@ import sys
 
 import yaml
 
-from canary.settings import Settings, load_settings
 from deployments.local import deployment_specs
+from ground.settings import Settings, load_settings
 
 POOL = "canary"
 

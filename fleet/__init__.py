@@ -1,6 +1,6 @@
 """fleet: a local OpenRouter-compatible provider fleet with scripted serving
 defects, for the demo and the tests (a stand-in for OpenRouter; imports
-nothing of ours but `canary.settings`).
+nothing of ours but `ground.settings`).
 
 Modules: `app` (ASGI factory `create_app(scenario, *, key)`), `scenario`
 (pydantic schema + `load_scenario(name_or_path)`), `selection` (the

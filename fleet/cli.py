@@ -28,9 +28,9 @@ def serve(
     """Serve SCENARIO under http://HOST:PORT/api/v1 until interrupted."""
     import uvicorn
 
-    from canary.settings import load_settings
     from fleet.app import create_app
     from fleet.scenario import ScenarioError, load_scenario, parse_scenario
+    from ground.settings import load_settings
 
     try:
         spec = load_scenario(scenario)

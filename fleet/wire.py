@@ -1,32 +1,19 @@
-"""OpenRouter wire shapes: error envelopes, completion bodies, SSE events."""
+"""OpenRouter wire shapes the fleet serves: completion bodies and SSE chunks."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-KEEPALIVE = b": OPENROUTER PROCESSING\n\n"
-DONE = b"data: [DONE]\n\n"
+from wire import sse as sse_wire
+from wire.errors import error_envelope
 
-
-def envelope(
-    status: int, message: str, error_type: str | None = None, **metadata: Any
-) -> dict[str, Any]:
-    meta = dict(metadata)
-    if error_type is not None:
-        meta = {"error_type": error_type, **meta}
-    body: dict[str, Any] = {"code": status, "message": message}
-    if meta:
-        body["metadata"] = meta
-    return {"error": body}
-
-
-def sse(payload: dict[str, Any]) -> bytes:
-    return (
-        b"data: "
-        + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        + b"\n\n"
-    )
+# The envelope and SSE framing are the project's one wire module; the fleet only builds
+# completion bodies and chunks around them.
+KEEPALIVE = sse_wire.KEEPALIVE
+DONE = sse_wire.DONE
+envelope = error_envelope
+sse = sse_wire.encode_event
 
 
 def chunk(

@@ -12,13 +12,13 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact
 from prefect.events import emit_event
 
-from canary.settings import load_settings
 from flows.notify import alert_lines, emit_decision_events, notify_admins
-from quarantine.admin import alift
+from ground.settings import load_settings
+from ground.slugs import model_slug
+from quarantine.adapters.admin import alift
+from quarantine.adapters.incidents import aadd_runtime_exclusion, aremove_runtime_exclusion
+from quarantine.adapters.store import aload_state
 from quarantine.errors import UnknownTagError
-from quarantine.incidents import aadd_runtime_exclusion, aremove_runtime_exclusion
-from quarantine.models import model_slug
-from quarantine.store import aload_state
 
 
 async def _audit(model: str, title: str, lines: list[str]) -> None:

@@ -33,18 +33,20 @@ from prefect.runtime import flow_run
 from prefect.states import Cancelled, State
 from pydantic import BaseModel
 
-from canary.roundplan import RoundPlan, as_utc, plan_round, round_index
-from canary.settings import DEFAULT_MODEL, load_settings
 from flows import tasks
 from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_event, notify_admins
 from flows.render import decisions_markdown, endpoint_lines, outcome_rows
+from flows.roundplan import RoundPlan, plan_round, round_index
+from ground.clock import as_utc
+from ground.settings import DEFAULT_MODEL, load_settings
+from ground.slugs import model_slug
 from probes.contracts import ControlVerdict, judge_controls
 from probes.probeset import ProbeSetResult
 from probes.types import Contract, Endpoint, Outcome
+from quarantine.adapters.locking import ensure_limit
+from quarantine.adapters.store import state_lock_name
 from quarantine.exclusions import excluded_by_layers
-from quarantine.locking import ensure_limit
-from quarantine.models import Decision, Mode, ModelState, RoundReport, model_slug
-from quarantine.store import state_lock_name
+from quarantine.models import Decision, Mode, ModelState, RoundReport
 from quarantine.verdicts import ProviderRound, round_verdict
 
 

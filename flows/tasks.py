@@ -13,15 +13,16 @@ from datetime import datetime
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from canary.settings import load_settings
+from ground.settings import load_settings
 from probes.client import ProbeClient
 from probes.probeset import ProbeSetResult, confirm_language, majority, run_probe_set
 from probes.types import Contract, Endpoint, Outcome, OutcomeStatus
-from quarantine.exclusions import IgnoreEntry, aignore_list
-from quarantine.ledger import Ledger
+from quarantine.adapters.ignore import aignore_list
+from quarantine.adapters.ledger import Ledger
+from quarantine.adapters.store import aload_state, aupdate_state
+from quarantine.exclusions import IgnoreEntry
 from quarantine.models import Decision, ModelState, PolicyConfig, RoundReport
 from quarantine.policy import step
-from quarantine.store import aload_state, aupdate_state
 
 
 @task(name="discover", cache_policy=NO_CACHE, retries=0)

@@ -18,14 +18,15 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact
 
-from canary.roundplan import plan_round
-from canary.settings import load_settings
 from flows import tasks
 from flows.canary_round import probe_and_judge, stored_mode
 from flows.render import transcripts_markdown
+from flows.roundplan import plan_round
+from ground.settings import load_settings
+from ground.slugs import model_slug
 from probes.types import Contract, Outcome, Transcript
 from quarantine.exclusions import excluded_by_layers
-from quarantine.models import RoundReport, model_slug
+from quarantine.models import RoundReport
 
 
 @flow(name="triage", flow_run_name="triage {provider} ({model})")

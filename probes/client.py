@@ -36,6 +36,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import SecretStr
 
+from probes.decode import StreamRecorder, parse_endpoints
 from probes.errors import (
     ClientNotOpenError,
     DiscoveryAuthError,
@@ -46,19 +47,15 @@ from probes.errors import (
     MalformedDiscoveryPayload,
     ModelNotFoundError,
 )
-from probes.sse import Comment, SSEParser
 from probes.types import Contract, Endpoint, Transcript
-from probes.wire import (
-    StreamRecorder,
-    loads_json,
-    parse_endpoints,
-    parse_error,
-    parse_retry_after,
-    scrub,
-)
+from wire import jsonio
+from wire.errors import parse_error, unparseable
+from wire.retry_after import parse_retry_after
+from wire.sse import Comment, SSEParser
+from wire.text import Scrubber, upstream_text
 
 if TYPE_CHECKING:
-    from canary.settings import Settings
+    from ground.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +117,7 @@ class ProbeClient:
         self.max_bytes = int(max_bytes)
         self.max_connections = max_connections
         self._http: httpx.AsyncClient | None = None
+        self._scrubber: Scrubber | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProbeClient:
@@ -176,8 +174,10 @@ class ProbeClient:
         return self._http
 
     @property
-    def _secret(self) -> str | None:
-        return self._key.get_secret_value() if self._key is not None else None
+    def _scrub(self) -> Scrubber:
+        if self._scrubber is None:
+            self._scrubber = Scrubber(self._key.get_secret_value() if self._key else None)
+        return self._scrubber
 
     # ---- discovery (C1) -------------------------------------------------------
 
@@ -201,11 +201,15 @@ class ProbeClient:
             retry = parse_retry_after(response.headers.get("retry-after"), datetime.now(UTC))
             try:
                 envelope = parse_error(
-                    loads_json(body or b""), secret=self._secret, fallback_code=status
+                    jsonio.loads(body or b""), scrub=self._scrub, fallback_code=status
                 )
             except ValueError:
                 envelope = None
-            message = envelope.message if envelope and envelope.message else response.reason_phrase
+            message = (
+                envelope.message
+                if envelope and envelope.message
+                else upstream_text(response.reason_phrase, self._scrub, 200)
+            )
             kind: type[DiscoveryError]
             if status == 404:
                 kind = ModelNotFoundError
@@ -221,10 +225,10 @@ class ProbeClient:
                 model, f"body larger than {DISCOVERY_MAX_BYTES} bytes", status=status
             )
         try:
-            return parse_endpoints(loads_json(body), model)
+            return parse_endpoints(jsonio.loads(body), model, scrub=self._scrub)
         except ValueError as exc:
             raise MalformedDiscoveryPayload(
-                model, scrub(str(exc), self._secret), status=status
+                model, upstream_text(str(exc), self._scrub), status=status
             ) from exc
 
     @staticmethod
@@ -291,7 +295,7 @@ class ProbeClient:
             contract=contract,
             locale=locale,
         )
-        recorder = StreamRecorder(transcript, secret=self._secret)
+        recorder = StreamRecorder(transcript, scrub=self._scrub)
         request = self._client.build_request(
             "POST",
             f"{self.base_url}/chat/completions",
@@ -369,7 +373,7 @@ class ProbeClient:
                 t.byte_limit_hit = True
                 raw = b""
             try:
-                payload = loads_json(raw)
+                payload = jsonio.loads(raw)
             except ValueError:
                 payload = None
                 if response.status_code == 200:
@@ -377,14 +381,11 @@ class ProbeClient:
             envelope = parse_error(
                 payload,
                 retry_after_s=retry,
-                secret=self._secret,
+                scrub=self._scrub,
                 fallback_code=response.status_code,
             )
             if envelope is None and response.status_code != 200:
-                envelope = parse_error(
-                    {"error": {"code": response.status_code, "message": response.reason_phrase}},
-                    retry_after_s=retry,
-                )
+                envelope = unparseable(code=response.status_code, retry_after_s=retry)
             t.error = envelope
             if response.status_code == 200 and isinstance(payload, dict):
                 recorder.chunk(payload, time.perf_counter() - started)  # a non-streaming body

@@ -348,3 +348,12 @@ def _out(
     return Outcome(
         contract=Contract.START, status=status, reason=reason, locale=locale, evidence=dict(ev)
     )
+
+
+def stray_start_kind(text: str, locale: str) -> str | None:
+    """The kind of stray start of one reply, or None when its start is clean (or empty):
+    the gateway's streaming check, which judges one reply and needs no `Outcome`."""
+    outcome = check_response_start(text, locale)
+    if outcome.status is not OutcomeStatus.FAIL:
+        return None
+    return str(outcome.evidence.get("kind") or "stray_start")

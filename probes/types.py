@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from wire.errors import ErrorInfo
+
 
 class Contract(StrEnum):
     """The narrow, code-checkable contracts a probe set covers (SPEC C3-C9)."""
@@ -73,21 +75,6 @@ class Endpoint(BaseModel):
     def usable(self) -> bool:
         """Status 0 is normal; negative statuses are degraded (still probed)."""
         return self.status >= 0
-
-
-class ErrorInfo(BaseModel):
-    """An OpenRouter error envelope (HTTP or in-band), both metadata dialects."""
-
-    model_config = ConfigDict(frozen=True)
-
-    code: int | None = None
-    message: str = ""
-    error_type: str | None = None  # metadata.error_type (current dialect)
-    provider_code: str | None = None
-    provider_name: str | None = None  # metadata.provider_name (older dialect)
-    retry_after_s: float | None = None  # from the Retry-After header
-    in_band: bool = False  # arrived as a stream chunk after HTTP 200
-    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class Transcript(BaseModel):

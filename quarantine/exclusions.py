@@ -1,14 +1,15 @@
 """The three exclusion layers merged into the routing request's `provider.ignore` (Q7).
 
     builtin   vetted, versioned file in the repo (`quarantine/builtin.py`)
-    incident  runtime exclusions an admin adds or removes at once (`quarantine/incidents.py`)
+    incident  runtime exclusions an admin adds or removes at once (`quarantine/adapters/incidents.py`)
     canary    timed canary suspensions from the quarantine state, enforce mode only (Q3)
 
 `merge_ignore` is pure: one entry per tag, sorted by tag; when a tag is in several layers the
 first of builtin, incident, canary wins (its reason is shown). Expired incident entries and
 ended suspensions drop out by themselves at `now`; shadow (observe) suspensions never enter.
-`aignore_list(model, now)` reads the three layers and merges them; the router calls it (or
-the sync `ignore_list`) and passes `ignore_tags(entries)` as `provider.ignore`.
+Pure: no Prefect, no I/O. `quarantine.adapters.ignore.aignore_list(model, now)` reads the
+three layers and merges them here; the router passes `ignore_tags(entries)` as
+`provider.ignore`.
 """
 
 from __future__ import annotations
@@ -16,43 +17,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
-from pathlib import Path
 
-from prefect.utilities.asyncutils import run_coro_as_sync
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from quarantine.builtin import BuiltinExclusion, load_builtin
-from quarantine.incidents import (
-    RuntimeExclusion,
-    aadd_runtime_exclusion,
-    add_runtime_exclusion,
-    aread_runtime_exclusions,
-    aremove_runtime_exclusion,
-    remove_runtime_exclusion,
-    variable_name,
-)
-from quarantine.models import Mode, ModelState, UtcDatetime, _utc
-from quarantine.store import aload_state
+from ground.clock import UtcDatetime, as_utc
+from quarantine.builtin import BuiltinExclusion
+from quarantine.models import Mode, ModelState
 
-__all__ = [
-    "BuiltinExclusion",
-    "IgnoreEntry",
-    "Layer",
-    "RuntimeExclusion",
-    "aadd_runtime_exclusion",
-    "add_runtime_exclusion",
-    "aignore_list",
-    "aread_runtime_exclusions",
-    "aremove_runtime_exclusion",
-    "covers",
-    "excluded_by_layers",
-    "ignore_list",
-    "ignore_tags",
-    "load_builtin",
-    "merge_ignore",
-    "remove_runtime_exclusion",
-    "variable_name",
-]
+MAX_REASON_CHARS = 300
+
+
+class RuntimeExclusion(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    tag: str = Field(min_length=1)
+    reason: str = Field(min_length=1, max_length=MAX_REASON_CHARS)
+    author: str = Field(min_length=1)
+    added_at: UtcDatetime
+    until: UtcDatetime | None = None
+
+    def active(self, now: datetime) -> bool:
+        return self.until is None or self.until > now
 
 
 class Layer(StrEnum):
@@ -81,7 +66,7 @@ def merge_ignore(
     now: datetime,
 ) -> list[IgnoreEntry]:
     """The merged, sorted, de-duplicated ignore entries of `model` at `now` (pure)."""
-    now = _utc(now)
+    now = as_utc(now)
     found: list[IgnoreEntry] = [
         IgnoreEntry(tag=b.slug, layer=Layer.BUILTIN, reason=b.reason)
         for b in builtin
@@ -132,19 +117,3 @@ def excluded_by_layers(
 def ignore_tags(entries: Sequence[IgnoreEntry]) -> list[str]:
     """The `provider.ignore` list: tags only, in order."""
     return [e.tag for e in entries]
-
-
-async def aignore_list(
-    model: str, now: datetime, *, builtin_path: Path | str | None = None
-) -> list[IgnoreEntry]:
-    """Read the three layers of `model` and merge them at `now`."""
-    builtin = load_builtin(builtin_path)
-    runtime = await aread_runtime_exclusions(model)
-    state = await aload_state(model)
-    return merge_ignore(model, builtin, runtime, state, now)
-
-
-def ignore_list(
-    model: str, now: datetime, *, builtin_path: Path | str | None = None
-) -> list[IgnoreEntry]:
-    return run_coro_as_sync(aignore_list(model, now, builtin_path=builtin_path))

@@ -6,40 +6,20 @@ All datetimes are timezone-aware UTC; naive inputs are read as UTC.
 
 from __future__ import annotations
 
-import hashlib
-import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from ground.clock import UtcDatetime
 from quarantine.verdicts import ProviderRound, RoundVerdict
 
 if TYPE_CHECKING:
-    from canary.settings import Settings
+    from ground.settings import Settings
 
 RECENT_ROUNDS_KEPT = 8  # per endpoint, for status and evidence
 STREAK_IDS_KEPT = 16  # round ids kept as evidence of the current streak
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
-
-
-def model_slug(model: str) -> str:
-    """A stable Prefect-safe name part for a model id (lowercase, digits, dashes).
-
-    `meta-llama/llama-3.3-70b-instruct` -> `meta-llama-llama-3-3-70b-instruct-1b4c9d2e`;
-    the 8-hex suffix (sha256 of the id) keeps ids that differ only in punctuation apart.
-    """
-    if not model.strip():
-        raise ValueError("model id must not be empty")
-    base = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")[:80] or "model"
-    return f"{base}-{hashlib.sha256(model.encode()).hexdigest()[:8]}"
 
 
 class Mode(StrEnum):

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from ground.clock import as_utc
 from quarantine.errors import NotSuspendedError, UnknownTagError
 from quarantine.models import (
     RECENT_ROUNDS_KEPT,
@@ -48,7 +49,6 @@ from quarantine.models import (
     ProviderState,
     RoundNote,
     RoundReport,
-    _utc,
 )
 from quarantine.verdicts import ProviderRound, RoundVerdict
 
@@ -176,7 +176,7 @@ def switch_mode(
     state: ModelState, mode: Mode, *, now: datetime, actor: str, reason: str
 ) -> tuple[ModelState, list[Decision]]:
     """Change the model's mode without retro-active suspensions (see module docstring)."""
-    mode, now = Mode(mode), _utc(now)
+    mode, now = Mode(mode), as_utc(now)
     if mode is state.mode:
         return state, []
     new = state.model_copy(deep=True)
@@ -290,7 +290,7 @@ def lift(
     state: ModelState, tag: str, *, reason: str, actor: str, now: datetime
 ) -> tuple[ModelState, list[Decision]]:
     """Manually end a (shadow) suspension of `tag` (Q8). The rung stays; streaks restart."""
-    now = _utc(now)
+    now = as_utc(now)
     if not reason.strip() or not actor.strip():
         raise ValueError("a lift needs a non-empty reason and actor")
     if tag not in state.providers:

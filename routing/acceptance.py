@@ -24,8 +24,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from probes.integrity import check_response_start
-from probes.types import OutcomeStatus
+from probes.integrity import stray_start_kind
 from routing.classify import Rejection
 from routing.contracts import Contract
 from routing.response import Completion
@@ -58,9 +57,9 @@ def accept(
         return Rejection("finish_reason_mismatch", f"{finish!r} != {required!r}")
     content = completion.content.strip()
     if contract.streaming and content and not completion.tool_calls:
-        start = check_response_start(content, contract.locale)
-        if start.status is OutcomeStatus.FAIL:
-            return Rejection("stray_start", str(start.evidence.get("kind", "")))
+        kind = stray_start_kind(content, contract.locale)
+        if kind is not None:
+            return Rejection("stray_start", kind)
 
     parsed: Any = None
     so = contract.structured_output

@@ -14,8 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from probes.integrity import check_response_start
-from probes.types import OutcomeStatus
+from probes.integrity import stray_start_kind
 from routing.acceptance import Accepted, accept
 from routing.classify import Classification, Rejection, classify
 from routing.contracts import Contract
@@ -161,9 +160,9 @@ async def run_attempt(
                         "stream_cut" if call.output_started else "empty_stream",
                     )
                     return res
-                start = check_response_start(head, contract.locale)
-                if start.status is OutcomeStatus.FAIL:
-                    res.rejection = Rejection("stray_start", str(start.evidence.get("kind", "")))
+                kind = stray_start_kind(head, contract.locale)
+                if kind is not None:
+                    res.rejection = Rejection("stray_start", kind)
                     res.classification = classify(res.rejection)
                     return res
                 res.call, res.rest, handed_over = call, pieces, True

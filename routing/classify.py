@@ -1,7 +1,7 @@
 """One pure classifier (SPEC R2): every failure signal maps to exactly one class.
 
 Signals:
-  - an OpenRouter error (`probes.types.ErrorInfo`): an HTTP status with its
+  - an OpenRouter error (`wire.errors.ErrorInfo`): an HTTP status with its
     envelope, or an in-band error chunk after HTTP 200;
   - an exception raised while talking to the upstream (httpx or asyncio);
   - an acceptance rejection (`Rejection`) of an HTTP-successful response.
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import httpx
 
-from probes.types import ErrorInfo
 from routing.errors import FailureClass
 from routing.upstream import MalformedStream
+from wire.errors import ErrorInfo
 
 F = FailureClass
 

@@ -28,7 +28,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
-from canary.db import open_engine
+from ground.db import open_engine
 
 
 class _RoutingBase(SQLModel, registry=registry()):

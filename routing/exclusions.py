@@ -39,7 +39,7 @@ class _Entry:
 def builtin_tags(model: str, path: Path | str | None = None) -> list[str]:
     """The built-in layer's tags for `model` (quarantine/builtin_exclusions.yaml): the floor
     used when the merged source cannot be read. An unreadable file is logged, gives []."""
-    from quarantine.exclusions import load_builtin
+    from quarantine.builtin import load_builtin
 
     try:
         entries = load_builtin(path)
@@ -116,7 +116,8 @@ def quarantine_source() -> IgnoreSource:
     """The quarantine's merged exclusions: built-in file + runtime Variable + canary suspensions."""
 
     async def source(model: str, now: datetime) -> list[str]:
-        from quarantine.exclusions import aignore_list, ignore_tags
+        from quarantine.adapters.ignore import aignore_list
+        from quarantine.exclusions import ignore_tags
 
         return list(ignore_tags(await aignore_list(model, now)))
 

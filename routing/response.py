@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from probes.types import ErrorInfo
+from wire.chunks import provider_of, usage_cost, usage_of, usage_tokens
+from wire.errors import ErrorInfo, parse_error, unparseable
+from wire.text import NO_SECRET, Scrubber, upstream_text
 
 
 @dataclass
@@ -34,41 +36,17 @@ class Completion:
 
     @property
     def cost_usd(self) -> float | None:
-        if self.usage and isinstance(self.usage.get("cost"), int | float):
-            return float(self.usage["cost"])
-        return None
+        return usage_cost(self.usage)
 
     def tokens(self) -> tuple[int, int]:
-        u = self.usage or {}
-        return int(u.get("prompt_tokens") or 0), int(u.get("completion_tokens") or 0)
+        return usage_tokens(self.usage)
 
 
-def parse_error(obj: Any, *, in_band: bool, retry_after_s: float | None = None) -> ErrorInfo:
-    """An OpenRouter error envelope (both metadata dialects) -> ErrorInfo."""
-    err = obj.get("error") if isinstance(obj, dict) else None
-    if not isinstance(err, dict):
-        return ErrorInfo(
-            message="unparseable error body", in_band=in_band, retry_after_s=retry_after_s
-        )
-    raw_meta = err.get("metadata")
-    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-    code = err.get("code")
-    return ErrorInfo(
-        code=code if isinstance(code, int) else None,
-        message=str(err.get("message") or "")[:500],
-        error_type=meta.get("error_type")
-        or (err.get("type") if isinstance(err.get("type"), str) else None),
-        provider_code=str(meta["provider_code"]) if meta.get("provider_code") is not None else None,
-        provider_name=meta.get("provider_name"),
-        retry_after_s=retry_after_s,
-        in_band=in_band,
-        metadata={
-            k: v for k, v in meta.items() if k in ("error_type", "provider_name", "provider_code")
-        },
-    )
+def _in_band_error(obj: Any, scrub: Scrubber) -> ErrorInfo:
+    return parse_error(obj, in_band=True, scrub=scrub) or unparseable(in_band=True)
 
 
-def from_body(body: Any) -> Completion:
+def from_body(body: Any, scrub: Scrubber = NO_SECRET) -> Completion:
     """A non-streaming chat completion body. Raises ValueError if the envelope is not one."""
     if (
         not isinstance(body, dict)
@@ -82,13 +60,14 @@ def from_body(body: Any) -> Completion:
     message = choice.get("message") or {}
     if not isinstance(message, dict):
         raise ValueError("message is not an object")
+    finish = choice.get("finish_reason")
     comp = Completion(
-        id=body.get("id"),
-        model=body.get("model"),
-        provider=body.get("provider"),
+        id=_opt_text(body.get("id"), scrub),
+        model=_opt_text(body.get("model"), scrub),
+        provider=provider_of(body, scrub),
         content=message.get("content") or "",
-        finish_reason=choice.get("finish_reason"),
-        usage=body.get("usage") if isinstance(body.get("usage"), dict) else None,
+        finish_reason=upstream_text(finish, scrub, 64) if finish is not None else None,
+        usage=usage_of(body),
         done=True,
     )
     if not isinstance(comp.content, str):
@@ -107,26 +86,34 @@ def from_body(body: Any) -> Completion:
             )
         )
     if "error" in choice or "error" in body:
-        comp.error = parse_error(choice if "error" in choice else body, in_band=True)
+        comp.error = _in_band_error(choice if "error" in choice else body, scrub)
     return comp
+
+
+def _opt_text(value: Any, scrub: Scrubber) -> str | None:
+    return upstream_text(value, scrub, 200) if isinstance(value, str) else None
 
 
 class StreamAssembler:
     """Feed SSE `data:` payloads (already JSON-decoded) in order; read `.completion`."""
 
-    def __init__(self) -> None:
+    def __init__(self, scrub: Scrubber = NO_SECRET) -> None:
         self.completion = Completion()
+        self.scrub = scrub
         self._calls: dict[int, ToolCall] = {}
 
     def feed(self, chunk: dict[str, Any]) -> str:
         """Add one chunk; return the content text it carried (possibly "")."""
         c = self.completion
         if c.id is None:
-            c.id, c.model, c.provider = chunk.get("id"), chunk.get("model"), chunk.get("provider")
-        if "usage" in chunk and isinstance(chunk["usage"], dict):
-            c.usage = chunk["usage"]
+            c.id = _opt_text(chunk.get("id"), self.scrub)
+            c.model = _opt_text(chunk.get("model"), self.scrub)
+            c.provider = provider_of(chunk, self.scrub)
+        usage = usage_of(chunk)
+        if usage is not None:
+            c.usage = usage
         if "error" in chunk:
-            c.error = parse_error(chunk, in_band=True)
+            c.error = _in_band_error(chunk, self.scrub)
         choices = chunk.get("choices")
         if not choices or not isinstance(choices, list):
             return ""
@@ -143,7 +130,7 @@ class StreamAssembler:
                     self._tool_deltas(delta["tool_calls"] or [])
             finish = choice.get("finish_reason")
             if finish:
-                c.finish_reason = finish
+                c.finish_reason = upstream_text(finish, self.scrub, 64)
         if text:
             c.content += text
         return text

@@ -33,7 +33,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Field, Session
 
-from canary.db import open_engine
+from ground.clock import as_utc
+from ground.db import open_engine
 from routing.errors import AmbiguousCompletionError, RoutingError
 from routing.events import ROUTING_METADATA, _RoutingBase
 
@@ -83,10 +84,6 @@ def execution_key(operation_id: str, tool_name: str, arguments: dict[str, Any]) 
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 class ToolStore:
@@ -187,7 +184,7 @@ class ToolStore:
                     operation_id=operation_id,
                     reason="tool_failed",
                 )
-            age = (_now() - _aware(row.updated_at)).total_seconds()
+            age = (_now() - as_utc(row.updated_at)).total_seconds()
             if row.state == ExecutionState.UNKNOWN or age > self.stale_after_s:
                 return await self._resolve_unknown(
                     key,

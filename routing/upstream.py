@@ -14,36 +14,51 @@ of a repr, an error or an event.
 from __future__ import annotations
 
 import contextlib
-import json
-import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 from pydantic import SecretStr
 
-from probes.types import ErrorInfo
-from routing.backoff import parse_retry_after
 from routing.deadline import AttemptBudget
-from routing.response import StreamAssembler, parse_error
+from routing.response import StreamAssembler
+from wire import jsonio
+from wire.errors import ErrorInfo, parse_error, unparseable
+from wire.retry_after import parse_retry_after
+from wire.sse import Event, SSEParser
+from wire.text import Scrubber
+
+ERROR_BODY_MAX_BYTES = 64_000  # an upstream error body is read up to this, the rest dropped
 
 
 class MalformedStream(Exception):
-    """An SSE data line that is not JSON: an invalid successful response."""
+    """An SSE data line that is not JSON, or a line or reply over its cap: an invalid
+    successful response."""
 
 
 class UpstreamCall:
     """One in-flight attempt. Use `async with`; `start()` then `content()`."""
 
     def __init__(
-        self, client: httpx.AsyncClient, body: dict[str, Any], budget: AttemptBudget
+        self,
+        client: httpx.AsyncClient,
+        body: dict[str, Any],
+        budget: AttemptBudget,
+        *,
+        scrub: Scrubber,
+        max_line_bytes: int,
+        max_reply_bytes: int,
     ) -> None:
         self._client = client
         self._body = body
         self._budget = budget
+        self._scrub = scrub
+        self._max_line_bytes = max_line_bytes
+        self._max_reply_bytes = max_reply_bytes
         self._response: httpx.Response | None = None
         self._stream_cm: Any = None
-        self.assembler = StreamAssembler()
+        self.assembler = StreamAssembler(scrub)
         self.output_started = False  # any content/tool delta seen: a cut now is ambiguous
         self.headers_received = False
         self.status_code: int | None = None
@@ -73,17 +88,20 @@ class UpstreamCall:
         self.status_code = self._response.status_code
         if self._response.status_code == 200:
             return None
-        raw = await self._response.aread()
+        raw = await _read_capped(self._response, ERROR_BODY_MAX_BYTES)
+        status = self._response.status_code
         retry_after = parse_retry_after(
-            self._response.headers.get("retry-after"), now_unix=time.time()
+            self._response.headers.get("retry-after"), datetime.now(UTC)
         )
         try:
-            payload = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            payload = {}
-        info = parse_error(payload, in_band=False, retry_after_s=retry_after)
-        if info.code is None or info.code != self._response.status_code:
-            info = info.model_copy(update={"code": self._response.status_code})
+            payload = jsonio.loads(raw) if raw is not None else None
+        except ValueError:
+            payload = None
+        info = parse_error(payload, scrub=self._scrub, retry_after_s=retry_after) or unparseable(
+            code=status, retry_after_s=retry_after
+        )
+        if info.code != status:
+            info = info.model_copy(update={"code": status})
         return info
 
     async def content(self) -> AsyncIterator[str]:
@@ -93,45 +111,53 @@ class UpstreamCall:
         `assembler.completion.done` False (a cut). Raises httpx errors as they come.
         """
         assert self._response is not None, "start() first"
-        lines = _sse_lines(self._response.aiter_bytes())
-        async for line in lines:
-            if not line.startswith(b"data:"):
-                continue  # keep-alive comments (`:`), event/id fields, blank lines
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                self.assembler.finish()
-                # read to the end of the body so the connection goes back to the pool
-                async for _ in lines:
-                    pass
-                return
-            try:
-                chunk = json.loads(data.decode("utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise MalformedStream("an SSE data line is not JSON") from None
-            if not isinstance(chunk, dict):
-                raise MalformedStream("an SSE data line is not an object")
-            piece = self.assembler.feed(chunk)
-            if piece or self.assembler.completion.tool_calls:
-                self.output_started = True
-            if self.assembler.completion.error is not None:
-                self.output_started = True
-                return
-            if piece:
-                yield piece
+        parser = SSEParser(max_line_bytes=self._max_line_bytes)
+        received = 0
+        async for raw in self._response.aiter_bytes():
+            received += len(raw)
+            if received > self._max_reply_bytes:
+                raise MalformedStream(f"reply larger than {self._max_reply_bytes} bytes")
+            for item in parser.feed(raw):
+                if not isinstance(item, Event):
+                    continue  # keep-alive comments (`:`)
+                if item.data == "[DONE]":
+                    self.assembler.finish()
+                    await self._drain(received)
+                    return
+                try:
+                    chunk = jsonio.loads(item.data)
+                except ValueError:
+                    raise MalformedStream("an SSE data line is not JSON") from None
+                if not isinstance(chunk, dict):
+                    raise MalformedStream("an SSE data line is not an object")
+                piece = self.assembler.feed(chunk)
+                if piece or self.assembler.completion.tool_calls:
+                    self.output_started = True
+                if self.assembler.completion.error is not None:
+                    self.output_started = True
+                    return
+                if piece:
+                    yield piece
+            if parser.overlong_lines:
+                raise MalformedStream(f"an SSE line is longer than {self._max_line_bytes} bytes")
+
+    async def _drain(self, received: int) -> None:
+        """Read to the end of the body (bounded) so the connection goes back to the pool."""
+        assert self._response is not None
+        async for raw in self._response.aiter_bytes():
+            received += len(raw)
+            if received > self._max_reply_bytes:
+                return  # closing the stream drops the connection instead
 
 
-async def _sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Split a byte stream into lines (LF or CRLF); cheaper than httpx's text decoding path."""
-    buffer = b""
-    async for chunk in chunks:
-        buffer += chunk
-        if b"\n" not in chunk:
-            continue
-        *complete, buffer = buffer.split(b"\n")
-        for line in complete:
-            yield line.rstrip(b"\r")
-    if buffer:
-        yield buffer.rstrip(b"\r")
+async def _read_capped(response: httpx.Response, limit: int) -> bytes | None:
+    """The body up to `limit` bytes; None (and the rest unread) when it is longer."""
+    buf = bytearray()
+    async for chunk in response.aiter_bytes():
+        buf.extend(chunk)
+        if len(buf) > limit:
+            return None
+    return bytes(buf)
 
 
 class Upstream:
@@ -143,11 +169,16 @@ class Upstream:
         api_key: SecretStr | None,
         *,
         max_connections: int = 200,
+        max_line_bytes: int = 1_000_000,
+        max_reply_bytes: int = 8_000_000,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         headers = {"Content-Type": "application/json", "X-Title": "provider-canary gateway"}
         if api_key is not None:
             headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
+        self.scrub = Scrubber(api_key.get_secret_value() if api_key is not None else None)
+        self.max_line_bytes = max_line_bytes
+        self.max_reply_bytes = max_reply_bytes
         self.base_url = base_url.rstrip("/")
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
@@ -163,7 +194,14 @@ class Upstream:
         return f"Upstream(base_url={self.base_url!r})"
 
     def call(self, body: dict[str, Any], budget: AttemptBudget) -> UpstreamCall:
-        return UpstreamCall(self._client, {**body, "stream": True}, budget)
+        return UpstreamCall(
+            self._client,
+            {**body, "stream": True},
+            budget,
+            scrub=self.scrub,
+            max_line_bytes=self.max_line_bytes,
+            max_reply_bytes=self.max_reply_bytes,
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -12,5 +12,6 @@ pytest_plugins: list[str] = [
     "tests.fixtures.fleet",
     "tests.fixtures.routing",
     "tests.fixtures.canary_env",
+    "tests.fixtures.hostile",
     # add "tests.fixtures.<topic>" here (one line each)
 ]

@@ -12,11 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from probes.types import ErrorInfo
-from routing.backoff import full_jitter_delay, parse_retry_after
+from routing.backoff import full_jitter_delay
 from routing.classify import MAPPED_EXCEPTIONS, Rejection, classify
 from routing.deadline import Allowances, Deadline
 from routing.errors import ERROR_FOR_CLASS, FailureClass, RoutingError
 from routing.upstream import MalformedStream
+from wire.retry_after import parse_retry_after
 
 F = FailureClass
 
@@ -148,15 +149,15 @@ def test_r5_full_jitter_stays_within_bounds(
 
 def test_r5_retry_after_seconds_and_http_date() -> None:
     """Retry-After parses as delta-seconds or an HTTP date relative to now; junk is ignored (R5)."""
-    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC).timestamp()
-    assert parse_retry_after("3", now_unix=now) == 3.0
-    assert parse_retry_after(" 1.5 ", now_unix=now) == 1.5
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert parse_retry_after("3", now) == 3.0
+    assert parse_retry_after(" 1.5 ", now) == 1.5
     later = format_datetime(datetime(2026, 1, 1, 12, 0, 7, tzinfo=UTC), usegmt=True)
-    assert parse_retry_after(later, now_unix=now) == pytest.approx(7.0)
-    assert parse_retry_after("Thu, 01 Jan 2026 11:00:00 GMT", now_unix=now) == 0.0
-    assert parse_retry_after("soon", now_unix=now) is None
-    assert parse_retry_after(None, now_unix=now) is None
-    assert parse_retry_after("nan", now_unix=now) is None
+    assert parse_retry_after(later, now) == pytest.approx(7.0)
+    assert parse_retry_after("Thu, 01 Jan 2026 11:00:00 GMT", now) == 0.0
+    assert parse_retry_after("soon", now) is None
+    assert parse_retry_after(None, now) is None
+    assert parse_retry_after("nan", now) is None
 
 
 def test_r4_no_attempt_starts_without_the_allowances() -> None:

@@ -186,7 +186,7 @@ def test_o6_state_survives_across_processes(small_model: str, tmp_path: Path) ->
     assert status["providers"]["bad/fp8"]["suspensions"] == 1
     probe = subprocess.run(
         [sys.executable, "-c",
-         "import sys; from quarantine.ledger import Ledger; from canary.settings import load_settings;"
+         "import sys; from quarantine.adapters.ledger import Ledger; from ground.settings import load_settings;"
          "f = Ledger(load_settings().resolved_ledger_url).decisions_frame(sys.argv[1]);"
          "print(','.join(f.kind))", m],
         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,

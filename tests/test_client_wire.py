@@ -12,12 +12,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from probes.decode import StreamRecorder, parse_endpoints
 from probes.language import check_language
 from probes.prompts import LOCALES, UnknownLocaleError, prompt_for
 from probes.refusal import match_refusal, refusal_patterns
-from probes.sse import Comment, Event, SSEParser
 from probes.types import Contract, OutcomeStatus, Transcript
-from probes.wire import StreamRecorder, parse_endpoints, parse_error, parse_retry_after
+from wire.errors import parse_error
+from wire.retry_after import parse_retry_after
+from wire.sse import Comment, Event, SSEParser
+from wire.text import Scrubber
 
 CORPUS = Path(__file__).parent / "data" / "corpus" / "clean"
 
@@ -114,7 +117,7 @@ def test_c2_recorder_keeps_disagreeing_provider() -> None:
 
 def test_c2_recorder_in_band_error_and_secret_scrub() -> None:
     """C2: the in-band error chunk is recorded as in_band; the key never survives in stored text."""
-    rec = StreamRecorder(_t(), secret="sk-SECRET")
+    rec = StreamRecorder(_t(), scrub=Scrubber("sk-SECRET"))
     rec.data(_chunk("hello sk-SECRET"), 0.1)
     err = {
         "code": 502,
@@ -280,7 +283,7 @@ def test_c4_refusal_patterns_no_false_positive_on_clean_corpus() -> None:
 
 def test_c2_client_from_settings_hides_key() -> None:
     """C2/secrets: from_settings takes every probe knob; the key never shows in repr."""
-    from canary.settings import Settings
+    from ground.settings import Settings
     from probes.client import ProbeClient
 
     settings = Settings(

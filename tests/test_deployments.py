@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import yaml
 
-from canary.settings import Settings
 from deployments.local import build_deployments, deployment_specs, round_deployment_name
 from deployments.render import render
+from ground.settings import Settings
 
 
 def _settings() -> Settings:

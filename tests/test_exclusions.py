@@ -10,6 +10,15 @@ from pathlib import Path
 import pytest
 from prefect.variables import Variable
 
+from quarantine.adapters.ignore import aignore_list, ignore_list
+from quarantine.adapters.incidents import (
+    aadd_runtime_exclusion,
+    add_runtime_exclusion,
+    aread_runtime_exclusions,
+    aremove_runtime_exclusion,
+    variable_name,
+)
+from quarantine.adapters.store import aupdate_state
 from quarantine.builtin import DEFAULT_PATH, BuiltinExclusion, load_builtin
 from quarantine.errors import (
     BuiltinExclusionsError,
@@ -22,20 +31,12 @@ from quarantine.exclusions import (
     IgnoreEntry,
     Layer,
     RuntimeExclusion,
-    aadd_runtime_exclusion,
-    add_runtime_exclusion,
-    aignore_list,
-    aread_runtime_exclusions,
-    aremove_runtime_exclusion,
     covers,
     excluded_by_layers,
-    ignore_list,
     ignore_tags,
     merge_ignore,
-    variable_name,
 )
 from quarantine.models import Mode
-from quarantine.store import aupdate_state
 from tests.test_quarantine_support import DAY, HALF_HOUR, MODEL, T0, F, run
 
 HOUR = timedelta(hours=1)

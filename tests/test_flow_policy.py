@@ -17,8 +17,9 @@ from prefect.blocks.notifications import CustomWebhookNotificationBlock
 
 from flows.admin import lift_suspension
 from flows.canary_round import RoundSummary, canary_round
-from quarantine.exclusions import aignore_list, ignore_tags
-from quarantine.store import aload_state
+from quarantine.adapters.ignore import aignore_list
+from quarantine.adapters.store import aload_state
+from quarantine.exclusions import ignore_tags
 from tests.fixtures.canary_env import STRAY, endpoint, load_model
 from tests.fixtures.fleet import FleetHandle
 
@@ -322,7 +323,7 @@ async def test_o1_o3_round_run_is_named_tagged_and_leaves_artifacts(
     from prefect import get_client
     from prefect.artifacts import Artifact
 
-    from quarantine.models import model_slug
+    from ground.slugs import model_slug
 
     model = "test/audit"
     load_model(

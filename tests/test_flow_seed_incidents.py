@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from canary.roundplan import next_slot_with_locale
-from canary.settings import DEFAULT_LOCALES, load_settings
 from flows.canary_round import RoundSummary, canary_round
-from quarantine.ledger import Ledger
+from flows.roundplan import next_slot_with_locale
+from ground.settings import DEFAULT_LOCALES, load_settings
+from quarantine.adapters.ledger import Ledger
 from tests.fixtures.canary_env import SEED_MODEL
 from tests.fixtures.fleet import FleetHandle
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from canary.settings import Settings
+from ground.settings import Settings
 
 
 def test_gateway_keys_parse_from_csv_and_never_show_in_reprs(

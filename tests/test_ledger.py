@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import inspect
 
-from canary.settings import load_settings
+from ground.settings import load_settings
 from probes.types import Contract, Outcome, OutcomeStatus
-from quarantine.ledger import Ledger
+from quarantine.adapters.ledger import Ledger
 from quarantine.models import PolicyConfig
 from quarantine.policy import step
 from quarantine.verdicts import round_verdict

@@ -357,7 +357,7 @@ def test_step_is_pure_and_leaves_its_input_state_alone() -> None:
 
 def test_policy_config_from_settings_uses_the_quarantine_section() -> None:
     """Q2/Q4/Q5/Q6 knobs come from the one settings object."""
-    from canary.settings import load_settings
+    from ground.settings import load_settings
 
     s = load_settings(
         capacity_floor=3, fail_rounds_to_suspend=4, ladder_days=["2", "5"], forget_after_days=10

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from canary.settings import load_settings
-from quarantine import admin
+from ground.settings import load_settings
+from quarantine.adapters import admin
+from quarantine.adapters.ledger import Ledger
+from quarantine.adapters.store import aload_state, aupdate_state
 from quarantine.errors import NotSuspendedError, UnknownModelError, UnknownTagError
-from quarantine.ledger import Ledger
 from quarantine.models import Mode
-from quarantine.store import aload_state, aupdate_state
 from tests.test_quarantine_support import DAY, HALF_HOUR, T0, C, F, run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")

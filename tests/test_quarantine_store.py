@@ -10,9 +10,7 @@ import pytest
 from prefect import get_client
 from prefect.utilities.asyncutils import run_coro_as_sync
 
-from quarantine.errors import StaleRevisionError, StateCorruptError, UnknownModelError
-from quarantine.models import Mode, ModelState, ProviderState, RoundNote
-from quarantine.store import (
+from quarantine.adapters.store import (
     BLOCK_TYPE_SLUG,
     QuarantineStateBlock,
     aload_state,
@@ -21,6 +19,8 @@ from quarantine.store import (
     load_state,
     update_state,
 )
+from quarantine.errors import StaleRevisionError, StateCorruptError, UnknownModelError
+from quarantine.models import Mode, ModelState, ProviderState, RoundNote
 from quarantine.verdicts import RoundVerdict
 from tests.test_quarantine_support import HALF_HOUR, T0, F, run
 

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from canary.roundplan import (
+from flows.roundplan import (
     PlanError,
     assign_locales,
     next_slot_with_locale,
@@ -12,7 +12,7 @@ from canary.roundplan import (
     round_id,
     round_index,
 )
-from canary.settings import DEFAULT_LOCALES
+from ground.settings import DEFAULT_LOCALES
 from probes.types import Endpoint
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-from quarantine.exclusions import aadd_runtime_exclusion, aremove_runtime_exclusion
+from quarantine.adapters.incidents import aadd_runtime_exclusion, aremove_runtime_exclusion
 from routing.exclusions import CachedIgnoreSource, quarantine_source
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (

@@ -15,11 +15,12 @@ rotation moved on.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from ground.clock import as_utc
+from ground.slugs import readable_slug
 from probes.types import Endpoint
 
 ROUND_SECONDS = 30 * 60
@@ -29,10 +30,6 @@ class PlanError(ValueError):
     """The requested round cannot be planned (e.g. an unknown endpoint subset)."""
 
 
-def as_utc(at: datetime) -> datetime:
-    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
-
-
 def round_index(at: datetime) -> int:
     """The half-hour slot number of `at` (UTC)."""
     return int(as_utc(at).timestamp() // ROUND_SECONDS)
@@ -40,8 +37,7 @@ def round_index(at: datetime) -> int:
 
 def round_id(model: str, at: datetime) -> str:
     """`<model-slug>@<ISO minute>`, unique per model and logical time."""
-    slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
-    return f"{slug}@{as_utc(at):%Y-%m-%dT%H:%M:%SZ}"
+    return f"{readable_slug(model)}@{as_utc(at):%Y-%m-%dT%H:%M:%SZ}"
 
 
 def assign_locales(

@@ -15,19 +15,15 @@ from typing import Any
 from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import BaseModel, Field
 
-from canary.settings import Settings, load_settings
+from ground.clock import UtcDatetime, as_utc
+from ground.settings import Settings, load_settings
 from quarantine import policy
-from quarantine.exclusions import (
-    IgnoreEntry,
-    RuntimeExclusion,
-    aadd_runtime_exclusion,
-    aignore_list,
-    aremove_runtime_exclusion,
-    ignore_tags,
-)
-from quarantine.ledger import Ledger
-from quarantine.models import Decision, Mode, ModelState, UtcDatetime, _utc
-from quarantine.store import aload_state, aupdate_state
+from quarantine.adapters.ignore import aignore_list
+from quarantine.adapters.incidents import aadd_runtime_exclusion, aremove_runtime_exclusion
+from quarantine.adapters.ledger import Ledger
+from quarantine.adapters.store import aload_state, aupdate_state
+from quarantine.exclusions import IgnoreEntry, RuntimeExclusion, ignore_tags
+from quarantine.models import Decision, Mode, ModelState
 
 
 class EndpointState(StrEnum):
@@ -74,7 +70,7 @@ class ModelStatus(BaseModel):
 
 def model_status(state: ModelState, ignore: list[IgnoreEntry], now: datetime) -> ModelStatus:
     """Pure: the status view of a stored state at `now`."""
-    now = _utc(now)
+    now = as_utc(now)
     providers = {}
     for tag, ps in state.providers.items():
         if not ps.suspended(now):

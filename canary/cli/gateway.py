@@ -6,10 +6,14 @@ from pathlib import Path
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False)
+from canary.cli.common import settings_or_exit
+from canary.cli.errors import BAD_INPUT, cli_errors, exit_with_error
+
+app = typer.Typer(no_args_is_help=True)
 
 
 @app.command()
+@cli_errors
 def serve(
     host: str = typer.Option("127.0.0.1", "--host"),
     port: int = typer.Option(8700, "--port", min=0, max=65535),
@@ -29,14 +33,12 @@ def serve(
 
     import uvicorn
 
-    from canary.settings import load_settings
     from routing.errors import ContractError
     from routing.gateway import build_router, create_app
 
-    settings = load_settings()
+    settings = settings_or_exit()
     if not settings.gateway_keys:
-        typer.echo("error: no client keys: set CANARY_GATEWAY_KEYS (comma-separated)", err=True)
-        raise typer.Exit(2)
+        exit_with_error("no client keys: set CANARY_GATEWAY_KEYS (comma-separated)", BAD_INPUT)
     try:
         from routing.exclusions import static_source
 
@@ -45,8 +47,7 @@ def serve(
             settings, contracts_dir=contracts, events=not no_events, ignore_source=source
         )
     except ContractError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        exit_with_error(str(exc), BAD_INPUT)
     application = create_app(
         router,
         keys=[k.get_secret_value() for k in settings.gateway_keys],
@@ -74,12 +75,8 @@ def serve(
         return
     # The quarantine's provider.ignore lives in Prefect (block + Variable): use the same API
     # as every other canary command (PREFECT_API_URL, else the embedded local server).
-    from canary.prefect_local import PrefectUnavailable, use_api
+    from ground.prefect_server import use_api
 
-    try:
-        with use_api(settings) as api_url:
-            typer.echo(f"reading provider.ignore from the Prefect API at {api_url}")
-            asyncio.run(run())
-    except PrefectUnavailable as exc:
-        typer.echo(f"error: Prefect API unavailable: {exc}", err=True)
-        raise typer.Exit(1) from None
+    with use_api(settings) as api_url:
+        typer.echo(f"reading provider.ignore from the Prefect API at {api_url}")
+        asyncio.run(run())

@@ -1,4 +1,5 @@
-"""A small, strict, incremental Server-Sent Events parser (bytes in, events out).
+"""Server-Sent Events framing: a small, strict, incremental parser (bytes in, events out)
+and the encoder of `data:` events.
 
 Follows the WHATWG event-stream rules the OpenRouter stream relies on:
 - lines end with LF or CRLF (a lone CR is not treated as a line end);
@@ -16,7 +17,9 @@ field name (or none) is counted in `malformed_lines` and ignored; a line longer 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 _BOM = b"\xef\xbb\xbf"
 _KNOWN_IGNORED_FIELDS = frozenset({"event", "id", "retry"})
@@ -107,3 +110,16 @@ class SSEParser:
             self._data.append(value)
         elif field not in _KNOWN_IGNORED_FIELDS:
             self.malformed_lines += 1
+
+
+KEEPALIVE = b": OPENROUTER PROCESSING\n\n"
+DONE = b"data: [DONE]\n\n"
+
+
+def encode_event(payload: dict[str, Any]) -> bytes:
+    """One `data:` event carrying `payload` as compact JSON."""
+    return (
+        b"data: "
+        + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        + b"\n\n"
+    )

@@ -24,31 +24,18 @@ from typing import Any
 from prefect.types import MAX_VARIABLE_VALUE_LENGTH
 from prefect.utilities.asyncutils import run_coro_as_sync
 from prefect.variables import Variable
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from ground.clock import as_utc
+from ground.slugs import model_slug
+from quarantine.adapters.locking import serialised
 from quarantine.errors import (
     ExclusionNotFoundError,
     ExclusionsCorruptError,
     ExclusionsFullError,
     ExpiryInPastError,
 )
-from quarantine.locking import serialised
-from quarantine.models import UtcDatetime, _utc, model_slug
-
-MAX_REASON_CHARS = 300
-
-
-class RuntimeExclusion(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    tag: str = Field(min_length=1)
-    reason: str = Field(min_length=1, max_length=MAX_REASON_CHARS)
-    author: str = Field(min_length=1)
-    added_at: UtcDatetime
-    until: UtcDatetime | None = None
-
-    def active(self, now: datetime) -> bool:
-        return self.until is None or self.until > now
+from quarantine.exclusions import RuntimeExclusion
 
 
 class _Document(BaseModel):
@@ -103,10 +90,10 @@ async def aadd_runtime_exclusion(
     now: datetime,
 ) -> RuntimeExclusion:
     """Exclude `tag` for `model` now (replaces an existing entry for the tag)."""
-    now = _utc(now)
-    if until is not None and _utc(until) <= now:
+    now = as_utc(now)
+    if until is not None and as_utc(until) <= now:
         raise ExpiryInPastError(
-            f"expiry {_utc(until).isoformat()} is not after now ({now.isoformat()}); nothing added"
+            f"expiry {as_utc(until).isoformat()} is not after now ({now.isoformat()}); nothing added"
         )
     entry = RuntimeExclusion(tag=tag, reason=reason, author=author, added_at=now, until=until)
     async with serialised(f"{variable_name(model)}-lock"):
@@ -121,7 +108,7 @@ async def aremove_runtime_exclusion(
     model: str, tag: str, *, actor: str, now: datetime
 ) -> RuntimeExclusion:
     """Remove the runtime exclusion of `tag`; `ExclusionNotFoundError` if there is none."""
-    now = _utc(now)
+    now = as_utc(now)
     async with serialised(f"{variable_name(model)}-lock"):
         doc = await _read(model)
         found = [e for e in doc.entries if e.tag == tag and e.active(now)]

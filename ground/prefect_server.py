@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from canary.settings import Settings
+from ground.settings import Settings
 
 
 class PrefectUnavailable(RuntimeError):

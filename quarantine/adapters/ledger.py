@@ -6,7 +6,7 @@ the same URL are neither created nor touched by us): `quarantine_decisions`,
 `quarantine_probes`. URL: `settings.resolved_ledger_url` (SQLite under CANARY_HOME by
 default; any SQLAlchemy URL, e.g. postgresql+psycopg://...).
 
-    from quarantine.ledger import Ledger
+    from quarantine.adapters.ledger import Ledger
     Ledger(url).decisions_frame("meta-llama/llama-3.3-70b-instruct", since=...)
 """
 
@@ -22,9 +22,10 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import registry
 from sqlmodel import Field, Session, SQLModel
 
-from canary.db import open_engine
+from ground.clock import as_utc
+from ground.db import open_engine
 from probes.types import Contract, Outcome
-from quarantine.models import Decision, RoundReport, _utc
+from quarantine.models import Decision, RoundReport
 
 
 class _LedgerBase(SQLModel, registry=registry()):
@@ -148,7 +149,7 @@ class Ledger:
     def _frame(self, table: type[_LedgerBase], model: str, since: datetime | None) -> pd.DataFrame:
         query = select(table).where(table.model == model)  # type: ignore[attr-defined]
         if since is not None:
-            query = query.where(table.at >= _utc(since))  # type: ignore[attr-defined]
+            query = query.where(table.at >= as_utc(since))  # type: ignore[attr-defined]
         query = query.order_by(table.at, table.id)  # type: ignore[attr-defined]
         frame = pd.read_sql(query, self.engine)
         for column in ("at", "until"):

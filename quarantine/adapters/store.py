@@ -28,9 +28,10 @@ from prefect.exceptions import ObjectNotFound
 from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import ValidationError
 
+from ground.slugs import model_slug
+from quarantine.adapters.locking import serialised
 from quarantine.errors import StaleRevisionError, StateCorruptError, UnknownModelError
-from quarantine.locking import serialised
-from quarantine.models import Decision, ModelState, model_slug
+from quarantine.models import Decision, ModelState
 
 BLOCK_TYPE_SLUG = "canary-quarantine-state"
 MAX_ATTEMPTS = 3

@@ -1,0 +1,42 @@
+"""The `canary` command line: one module per command group, assembled here so that
+`canary --help` lists everything.
+
+    rounds   round, triage          state    status, ignore, lift
+    exclude  exclude add|remove     server   server start|stop, serve
+    gateway  gateway serve          demo     demo
+    fleet    fleet serve (the fleet's own CLI, `fleet/cli.py`)
+
+Exit codes (`canary/cli/errors.py`): 0 success (whatever the providers did), 2 bad usage or
+configuration, 1 our own runtime errors (unreachable API, unknown model, ...).
+"""
+
+from __future__ import annotations
+
+import typer
+
+from canary.cli import demo, exclude, gateway, rounds, server, state
+from fleet.cli import app as fleet_app
+
+app = typer.Typer(
+    name="canary",
+    help="provider-canary: probe inference providers, quarantine broken routes, route around them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,  # locals may hold secrets
+)
+app.add_typer(rounds.app)
+app.add_typer(state.app)
+app.add_typer(exclude.app, name="exclude")
+app.add_typer(server.app, name="server")
+app.add_typer(server.serve_app)
+app.add_typer(demo.app)
+app.add_typer(gateway.app, name="gateway", help="The OpenAI-compatible routing gateway.")
+app.add_typer(fleet_app, name="fleet", help="The local OpenRouter-compatible provider fleet.")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""`python -m canary.cli`: the same as the `canary` command."""
+
+from canary.cli import main
+
+main()

@@ -1,0 +1,68 @@
+"""`canary exclude add|remove`: runtime incident exclusions, effective immediately."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from canary.cli.common import (
+    ModelOpt,
+    model_or_default,
+    parse_at,
+    run_with_api,
+    settings_or_exit,
+)
+from canary.cli.errors import cli_errors
+
+app = typer.Typer(
+    help="Runtime incident exclusions (effective immediately, no deploy).",
+    no_args_is_help=True,
+)
+
+
+@app.command("add")
+@cli_errors
+def exclude_add(
+    tag: Annotated[str, typer.Argument(help="Endpoint tag or base provider slug.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why (kept with the entry).")],
+    model: ModelOpt = None,
+    until: Annotated[str | None, typer.Option(help="Expiry (ISO-8601); default none.")] = None,
+    author: Annotated[str, typer.Option(help="Who adds it.")] = "cli",
+    force: Annotated[
+        bool, typer.Option("--force", help="Accept a tag the canary has never seen.")
+    ] = False,
+) -> None:
+    """Exclude an endpoint for a model now (an admin flow run records it)."""
+    settings = settings_or_exit()
+    target = model_or_default(settings, model)
+    expiry = parse_at(until, "--until")
+
+    async def go() -> Any:
+        from flows.admin import add_exclusion
+
+        return await add_exclusion(
+            model=target, tag=tag, reason=reason, author=author, until=expiry, force=force
+        )
+
+    typer.echo(json.dumps(run_with_api(settings, go), default=str))
+
+
+@app.command("remove")
+@cli_errors
+def exclude_remove(
+    tag: str,
+    model: ModelOpt = None,
+    author: Annotated[str, typer.Option(help="Who removes it.")] = "cli",
+) -> None:
+    """Remove a runtime incident exclusion."""
+    settings = settings_or_exit()
+    target = model_or_default(settings, model)
+
+    async def go() -> Any:
+        from flows.admin import remove_exclusion
+
+        return await remove_exclusion(model=target, tag=tag, author=author)
+
+    typer.echo(json.dumps(run_with_api(settings, go), default=str))

@@ -1,0 +1,74 @@
+"""`canary status`, `canary ignore` and `canary lift`: the quarantine's state, by hand."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from canary.cli.common import ModelOpt, model_or_default, run_with_api, settings_or_exit
+from canary.cli.errors import cli_errors
+from ground.clock import utc_now
+
+app = typer.Typer()
+
+
+@app.command("status")
+@cli_errors
+def status_cmd(
+    model: ModelOpt = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Per-endpoint quarantine state of a model: active, suspended or shadow-suspended."""
+    settings = settings_or_exit()
+    target = model_or_default(settings, model)
+
+    async def go() -> Any:
+        from quarantine.adapters.admin import astatus
+
+        return await astatus(target, utc_now())
+
+    status = run_with_api(settings, go)
+    if as_json:
+        typer.echo(json.dumps(status.to_json(), indent=2))
+        return
+    from canary.cli.tables import print_status
+
+    print_status(status.to_json())
+
+
+@app.command("ignore")
+@cli_errors
+def ignore_cmd(model: ModelOpt = None) -> None:
+    """The merged provider.ignore for a model, as a JSON array of tags."""
+    settings = settings_or_exit()
+    target = model_or_default(settings, model)
+
+    async def go() -> list[str]:
+        from quarantine.adapters.ignore import aignore_list
+        from quarantine.exclusions import ignore_tags
+
+        return ignore_tags(await aignore_list(target, utc_now()))
+
+    typer.echo(json.dumps(run_with_api(settings, go)))
+
+
+@app.command("lift")
+@cli_errors
+def lift_cmd(
+    tag: str,
+    reason: Annotated[str, typer.Option("--reason")],
+    model: ModelOpt = None,
+    author: Annotated[str, typer.Option(help="Who lifts it.")] = "cli",
+) -> None:
+    """Lift a canary suspension by hand (the ladder rung is kept)."""
+    settings = settings_or_exit()
+    target = model_or_default(settings, model)
+
+    async def go() -> Any:
+        from flows.admin import lift_suspension
+
+        return await lift_suspension(model=target, tag=tag, reason=reason, author=author)
+
+    typer.echo(json.dumps(run_with_api(settings, go), default=str))

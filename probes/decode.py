@@ -1,0 +1,160 @@
+"""Provider bytes into the probes' types (pure: no I/O, no clock): the endpoints listing
+(`parse_endpoints`) and stream chunks folded into a `Transcript` under construction
+(`StreamRecorder`). The protocol itself (envelopes, Retry-After, SSE, usage, key
+scrubbing) is `wire/`; the client (probes/client.py) is the thin I/O shell.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from probes.types import Endpoint, Pricing, Transcript
+from wire import jsonio
+from wire.chunks import provider_of, usage_of
+from wire.errors import parse_error
+from wire.text import NO_SECRET, Scrubber, upstream_text
+
+
+def _float(value: Any) -> float:
+    if value is None or value == "":
+        return 0.0
+    return float(value)
+
+
+def parse_endpoints(payload: Any, model: str, *, scrub: Scrubber = NO_SECRET) -> list[Endpoint]:
+    """`GET /models/{id}/endpoints` body → Endpoints. Raises ValueError naming what is wrong.
+
+    Negative `status` values are kept (degraded endpoints are still listed and probed).
+    Every string kept passes through `wire.text` (key scrubbed, cut).
+    """
+
+    def text(value: Any, limit: int = 200) -> str:
+        return upstream_text(value, scrub, limit)
+
+    if not isinstance(payload, dict) or not isinstance(payload.get("data"), dict):
+        raise ValueError('expected an object with a "data" object')
+    data = payload["data"]
+    rows = data.get("endpoints")
+    if not isinstance(rows, list):
+        raise ValueError('"data.endpoints" is missing or not a list')
+    model_id = text(data.get("id") or model)
+    out: list[Endpoint] = []
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise ValueError(f"endpoints[{index}] is not an object")
+        try:
+            tag = row["tag"]
+            provider_name = row["provider_name"]
+            if not isinstance(tag, str) or not tag or not isinstance(provider_name, str):
+                raise ValueError("tag and provider_name must be non-empty strings")
+            pricing_raw = row.get("pricing") or {}
+            latency = row.get("latency_last_30m") or {}
+            params = row.get("supported_parameters") or []
+            if not isinstance(params, list):
+                raise ValueError("supported_parameters must be a list")
+            status = row.get("status", 0)
+            out.append(
+                Endpoint(
+                    model_id=text(row.get("model_id") or model_id),
+                    tag=text(tag),
+                    provider_name=text(provider_name),
+                    name=text(row.get("name") or ""),
+                    quantization=text(row["quantization"], 50)
+                    if isinstance(row.get("quantization"), str)
+                    else row.get("quantization"),
+                    status=int(status if status is not None else 0),
+                    context_length=row.get("context_length"),
+                    max_completion_tokens=row.get("max_completion_tokens"),
+                    max_prompt_tokens=row.get("max_prompt_tokens"),
+                    supported_parameters=tuple(text(p, 100) for p in params[:200]),
+                    pricing=Pricing(
+                        prompt=_float(pricing_raw.get("prompt")),
+                        completion=_float(pricing_raw.get("completion")),
+                        request=_float(pricing_raw.get("request")),
+                        image=_float(pricing_raw.get("image")),
+                    ),
+                    uptime_last_30m=row.get("uptime_last_30m"),
+                    latency_p50_s=latency.get("p50") if isinstance(latency, dict) else None,
+                )
+            )
+        except KeyError as exc:
+            raise ValueError(f"endpoints[{index}] lacks {exc.args[0]!r}") from exc
+        except (TypeError, ValidationError, ValueError, AttributeError) as exc:
+            first = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise ValueError(f"endpoints[{index}] ({text(row.get('tag'), 80)!r}): {first}") from exc
+    return out
+
+
+class StreamRecorder:
+    """Folds decoded stream chunks (`data:` JSON objects) into a Transcript.
+
+    Pure: the caller passes `elapsed_s` (monotonic seconds since the request was
+    sent) with each chunk; the first non-empty content delta sets `ttft_s`.
+    """
+
+    def __init__(self, transcript: Transcript, *, scrub: Scrubber = NO_SECRET) -> None:
+        self.t = transcript
+        self.scrub = scrub
+        self._parts: list[str] = []
+
+    @property
+    def has_text(self) -> bool:
+        return bool(self._parts)
+
+    def data(self, payload: str, elapsed_s: float) -> None:
+        """One SSE `data:` payload (a JSON chunk or `[DONE]`)."""
+        if payload.strip() == "[DONE]":
+            self.t.done = True
+            return
+        try:
+            chunk = jsonio.loads(payload)
+        except ValueError:
+            self.t.malformed_lines += 1
+            return
+        if not isinstance(chunk, dict):
+            self.t.malformed_lines += 1
+            return
+        self.chunk(chunk, elapsed_s)
+
+    def chunk(self, chunk: dict[str, Any], elapsed_s: float) -> None:
+        provider = provider_of(chunk, self.scrub)
+        if provider is not None and (
+            self.t.served_by is None or self.t.served_by == self.t.pinned_provider
+        ):
+            self.t.served_by = provider  # keep the first one that disagrees with the pin
+        if self.t.generation_id is None and isinstance(chunk.get("id"), str):
+            self.t.generation_id = self.scrub(chunk["id"][:200])
+        if chunk.get("error"):
+            self.t.error = parse_error(chunk, in_band=self.t.http_status == 200, scrub=self.scrub)
+        usage = usage_of(chunk)
+        if usage is not None:
+            self.t.usage = self.scrub.deep(usage, limit=200, depth=3)
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return
+        choice = choices[0]
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):
+            delta = choice.get("message")  # a non-streaming body
+        if isinstance(delta, dict):
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                if not self._parts:
+                    self.t.ttft_s = elapsed_s
+                self._parts.append(content)
+        if choice.get("finish_reason") is not None:
+            self.t.finish_reason = upstream_text(choice["finish_reason"], self.scrub, 64)
+        if choice.get("native_finish_reason") is not None:
+            self.t.native_finish_reason = upstream_text(
+                choice["native_finish_reason"], self.scrub, 64
+            )
+        if choice.get("error") and self.t.error is None:
+            self.t.error = parse_error(
+                {"error": choice["error"]}, in_band=self.t.http_status == 200, scrub=self.scrub
+            )
+
+    def finish(self) -> Transcript:
+        self.t.text = self.scrub("".join(self._parts))
+        return self.t

@@ -1,0 +1,116 @@
+"""JSON decoding that is total and bounded, for bytes we did not write.
+
+`loads` never raises anything but `WireJSONError` (a `ValueError`): a body nested 100,000
+deep (`RecursionError` inside the C decoder), a 5,000-digit integer (Python's
+int-string limit), invalid UTF-8 or a stray BOM all become one clear error. After decoding,
+the value's nesting depth is checked against `max_depth` (default `MAX_DEPTH`), so code that
+walks it (schema validation, scrubbing) never recurses without bound.
+
+`strict=True` (a client's request body) also refuses what JSON itself does not allow but
+Python's decoder accepts: `NaN`, `Infinity`, numbers that overflow to infinity (`1e999`),
+and strings holding lone surrogates (`"\\ud800"`), which cannot be re-encoded as UTF-8.
+
+Bounds (module constants; documented in the README's security section):
+    MAX_DEPTH       64 levels of arrays/objects
+    MAX_INT_DIGITS  100 digits in an integer
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 100
+
+
+class WireJSONError(ValueError):
+    """Bytes that are not acceptable JSON; the message says why, in a few words."""
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise WireJSONError(f"an integer has more than {MAX_INT_DIGITS} digits")
+    return int(text)
+
+
+def _strict_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise WireJSONError(f"number {text[:20]!r} overflows")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise WireJSONError(f"{name} is not JSON")
+
+
+def depth_exceeds(value: Any, max_depth: int) -> bool:
+    """Whether `value` nests arrays/objects deeper than `max_depth` (iterative)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > max_depth:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+def loads(
+    raw: bytes | bytearray | str,
+    *,
+    max_depth: int = MAX_DEPTH,
+    strict: bool = False,
+) -> Any:
+    """Decode `raw`. Bytes: a leading UTF-8 BOM is dropped and invalid UTF-8 replaced (refused
+    when `strict`). A str is decoded as it is (a BOM inside an SSE data line is malformed)."""
+    if isinstance(raw, bytes | bytearray):
+        try:
+            text = bytes(raw).decode("utf-8-sig", errors="strict" if strict else "replace")
+        except UnicodeDecodeError as exc:
+            raise WireJSONError(f"not UTF-8 at byte {exc.start}") from None
+    else:
+        text = raw
+    try:
+        if strict:
+            value = json.loads(
+                text, parse_int=_int, parse_float=_strict_float, parse_constant=_no_constant
+            )
+        else:
+            value = json.loads(text, parse_int=_int)
+    except WireJSONError:
+        raise
+    except RecursionError:
+        raise WireJSONError(f"nested deeper than {max_depth} levels") from None
+    except ValueError as exc:  # JSONDecodeError and the int-string limit
+        first = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise WireJSONError(f"not JSON: {first}") from None
+    if depth_exceeds(value, max_depth):
+        raise WireJSONError(f"nested deeper than {max_depth} levels")
+    if strict and _has_lone_surrogate(value):
+        raise WireJSONError("a string holds a lone surrogate (not valid Unicode)")
+    return value
