@@ -21,7 +21,7 @@ from quarantine.adapters.ignore import aignore_list
 from quarantine.adapters.ledger import Ledger
 from quarantine.adapters.store import aload_state, aupdate_state
 from quarantine.exclusions import IgnoreEntry
-from quarantine.models import Decision, ModelState, PolicyConfig, RoundReport
+from quarantine.models import Decision, ModelState, RoundReport
 from quarantine.policy import step
 
 
@@ -103,7 +103,7 @@ def language_failures(outcomes: Mapping[str, Sequence[Outcome]]) -> list[str]:
 def policy_preview(state: ModelState, report: RoundReport) -> list[Decision]:
     """Q1-Q6: what the policy decides on the state read at the start of the round,
     capacity floor included (the apply step re-runs it under the state lock)."""
-    return step(state, report, PolicyConfig.from_settings(load_settings()))[1]
+    return step(state, report, load_settings().policy)[1]
 
 
 @task(name="apply", task_run_name="{report.mode.value}: apply decisions", cache_policy=NO_CACHE)
@@ -112,7 +112,7 @@ async def apply_report(
 ) -> tuple[ModelState, list[Decision]]:
     """Enforce or observe (Q3): run the policy on the freshest state under the
     model's state lock (already held by a round) and store the result (revision-checked)."""
-    config = PolicyConfig.from_settings(load_settings())
+    config = load_settings().policy
     return await aupdate_state(report.model, lambda s: step(s, report, config), lock_held=lock_held)
 
 

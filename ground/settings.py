@@ -7,15 +7,26 @@ comma-separated string (`a,b`). Secrets are `SecretStr`: they print as
 `**********` and never reach logs, artifacts or events.
 
 Each section below belongs to one folder of the project; add a knob to the
-section of the folder that reads it.
+section of the folder that reads it. Three domains have their own config object, which
+is also the object their code takes, so each default is written once:
+
+    policy      `PolicyConfig` (quarantine/policy.py)   CANARY_POLICY__FAIL_ROUNDS=2 ...
+    breaker     `BreakerConfig` (routing/breaker.py)    CANARY_BREAKER__ERROR_RATE=0.5 ...
+    allowances  `Allowances` (routing/deadline.py)      CANARY_ALLOWANCES__CONNECT_S=0.2 ...
+
+Nested values are set with a double underscore (or as JSON: CANARY_POLICY='{"floor": 3}').
+Names of earlier versions (CANARY_CAPACITY_FLOOR, CANARY_ROUTING_BREAKER_...) are refused
+with the new name, never silently ignored.
 """
 
 from __future__ import annotations
 
+import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_LOCALES: tuple[str, ...] = (
@@ -46,6 +57,92 @@ def _split_csv(value: object) -> object:
     return value
 
 
+class PolicyConfig(BaseModel):
+    """The quarantine policy's knobs; defaults equal SPEC Q2, Q4, Q5, Q6."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    floor: int = Field(default=2, ge=0, description="Q4: never suspend below this many hosts.")
+    fail_rounds: int = Field(default=2, ge=1, description="Q2: failing rounds to suspend.")
+    clean_rounds: int = Field(default=2, ge=1, description="Q5: clean rounds to reinstate.")
+    ladder_days: Annotated[tuple[float, ...], NoDecode] = Field(
+        default=(1.0, 3.0, 7.0), description="Q6: suspension days: first, second, every further."
+    )
+    forget_after_days: float = Field(
+        default=14.0, gt=0, description="Q6: days without a suspension that forget the ladder."
+    )
+
+    @field_validator("ladder_days", mode="before")
+    @classmethod
+    def _ladder(cls, value: object) -> object:
+        value = _split_csv(value)
+        try:
+            days = tuple(float(v) for v in value)  # type: ignore[attr-defined]
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"ladder_days must be numbers of days, got {value!r}") from exc
+        if not days or any(d <= 0 for d in days):
+            raise ValueError("ladder_days must be a non-empty list of positive numbers")
+        return days
+
+    def duration(self, rung: int) -> timedelta:
+        """Length of the suspension at ladder rung `rung` (1-based); the last step repeats."""
+        return timedelta(days=self.ladder_days[min(rung, len(self.ladder_days)) - 1])
+
+    @property
+    def forget_after(self) -> timedelta:
+        return timedelta(days=self.forget_after_days)
+
+
+class BreakerConfig(BaseModel):
+    """A route's circuit breaker (SPEC R9)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    consecutive_failures: int = Field(default=5, ge=1)
+    error_rate: float = Field(default=0.5, gt=0, le=1)
+    window_s: float = Field(default=60.0, gt=0)
+    min_volume: int = Field(default=10, ge=1)
+    open_for_s: float = Field(default=30.0, ge=0)
+    half_open_max_probes: int = Field(default=1, ge=1)
+
+
+class Allowances(BaseModel):
+    """Minimum seconds an attempt needs for each phase (SPEC R4)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    connect_s: float = Field(default=0.2, ge=0, description="Time an attempt needs to connect.")
+    generation_s: float = Field(default=0.5, ge=0, description="Minimum time for a generation.")
+    validation_s: float = Field(default=0.05, ge=0, description="Time kept for acceptance.")
+
+    @property
+    def required_s(self) -> float:
+        return self.connect_s + self.generation_s + self.validation_s
+
+
+# Names of earlier versions -> the name that replaced them (refused, never ignored).
+RENAMED = {
+    "CANARY_CAPACITY_FLOOR": "CANARY_POLICY__FLOOR",
+    "CANARY_FAIL_ROUNDS_TO_SUSPEND": "CANARY_POLICY__FAIL_ROUNDS",
+    "CANARY_CLEAN_ROUNDS_TO_REINSTATE": "CANARY_POLICY__CLEAN_ROUNDS",
+    "CANARY_LADDER_DAYS": "CANARY_POLICY__LADDER_DAYS",
+    "CANARY_FORGET_AFTER_DAYS": "CANARY_POLICY__FORGET_AFTER_DAYS",
+    "CANARY_ROUTING_BREAKER_CONSECUTIVE": "CANARY_BREAKER__CONSECUTIVE_FAILURES",
+    "CANARY_ROUTING_BREAKER_ERROR_RATE": "CANARY_BREAKER__ERROR_RATE",
+    "CANARY_ROUTING_BREAKER_WINDOW_S": "CANARY_BREAKER__WINDOW_S",
+    "CANARY_ROUTING_BREAKER_MIN_VOLUME": "CANARY_BREAKER__MIN_VOLUME",
+    "CANARY_ROUTING_BREAKER_OPEN_S": "CANARY_BREAKER__OPEN_FOR_S",
+    "CANARY_ROUTING_BREAKER_HALF_OPEN_PROBES": "CANARY_BREAKER__HALF_OPEN_MAX_PROBES",
+    "CANARY_ROUTING_CONNECT_ALLOWANCE_MS": "CANARY_ALLOWANCES__CONNECT_S (seconds)",
+    "CANARY_ROUTING_GENERATION_ALLOWANCE_MS": "CANARY_ALLOWANCES__GENERATION_S (seconds)",
+    "CANARY_ROUTING_VALIDATION_ALLOWANCE_MS": "CANARY_ALLOWANCES__VALIDATION_S (seconds)",
+}
+
+
+class RenamedSettingError(ValueError):
+    """A setting was given under a name this version no longer reads."""
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="CANARY_",
@@ -53,6 +150,7 @@ class Settings(BaseSettings):
         env_file_encoding="utf-8",
         extra="ignore",
         validate_default=True,
+        env_nested_delimiter="__",
     )
 
     # ---- general -------------------------------------------------------
@@ -92,12 +190,8 @@ class Settings(BaseSettings):
 
     # ---- quarantine/ -------------------------------------------------------
     mode: Literal["observe", "enforce"] = "observe"
-    capacity_floor: int = Field(default=2, ge=0)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
     control_providers: CsvList = Field(default_factory=list)
-    fail_rounds_to_suspend: int = Field(default=2, ge=1)
-    clean_rounds_to_reinstate: int = Field(default=2, ge=1)
-    ladder_days: CsvList = Field(default_factory=lambda: ["1", "3", "7"])
-    forget_after_days: float = Field(default=14.0, gt=0)
     ledger_url: str | None = Field(
         default=None,
         description="SQLAlchemy URL of the ledger; default sqlite:///<home>/ledger.db.",
@@ -129,24 +223,11 @@ class Settings(BaseSettings):
         default=None,
         description="Contract directory; default: the shipped examples (routing/contracts).",
     )
-    routing_connect_allowance_ms: int = Field(
-        default=200, ge=0, description="R4: time an attempt needs to connect."
-    )
-    routing_generation_allowance_ms: int = Field(
-        default=500, ge=0, description="R4: minimum time for a generation."
-    )
-    routing_validation_allowance_ms: int = Field(
-        default=50, ge=0, description="R4: time kept for acceptance checks."
-    )
+    allowances: Allowances = Field(default_factory=Allowances)
     routing_connect_timeout_s: float = Field(default=5.0, gt=0)
     routing_backoff_base_s: float = Field(default=0.1, ge=0)
     routing_backoff_cap_s: float = Field(default=2.0, ge=0)
-    routing_breaker_consecutive: int = Field(default=5, ge=1)
-    routing_breaker_error_rate: float = Field(default=0.5, gt=0, le=1)
-    routing_breaker_window_s: float = Field(default=60.0, gt=0)
-    routing_breaker_min_volume: int = Field(default=10, ge=1)
-    routing_breaker_open_s: float = Field(default=30.0, ge=0)
-    routing_breaker_half_open_probes: int = Field(default=1, ge=1)
+    breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     routing_ignore_ttl_s: float = Field(
         default=2.0, ge=0, description="Cache of the quarantine's provider.ignore."
     )
@@ -155,23 +236,10 @@ class Settings(BaseSettings):
     )
     routing_max_connections: int = Field(default=200, ge=1)
 
-    @field_validator(
-        "models", "locales", "control_providers", "gateway_keys", "ladder_days", mode="before"
-    )
+    @field_validator("models", "locales", "control_providers", "gateway_keys", mode="before")
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
-
-    @field_validator("ladder_days")
-    @classmethod
-    def _ladder(cls, value: list[str]) -> list[str]:
-        try:
-            days = [float(v) for v in value]
-        except ValueError as exc:
-            raise ValueError(f"ladder_days must be numbers of days, got {value!r}") from exc
-        if not days or any(d <= 0 for d in days):
-            raise ValueError("ladder_days must be a non-empty list of positive numbers")
-        return value
 
     @field_validator("locales")
     @classmethod
@@ -186,19 +254,16 @@ class Settings(BaseSettings):
         return value
 
     @property
-    def ladder(self) -> tuple[float, ...]:
-        """Suspension lengths in days: first, second, every further one."""
-        return tuple(float(v) for v in self.ladder_days)
-
-    @property
     def resolved_ledger_url(self) -> str:
         return self.ledger_url or f"sqlite:///{self.home / 'ledger.db'}"
 
-    def api_key_value(self) -> str | None:
-        """The upstream key in clear, for the HTTP client only. Never log it."""
-        return self.api_key.get_secret_value() if self.api_key else None
-
 
 def load_settings(**overrides: object) -> Settings:
-    """Build settings; a bad value raises `pydantic.ValidationError` naming the variable."""
+    """Build settings; a bad value raises `pydantic.ValidationError` naming the variable,
+    a setting under a replaced name `RenamedSettingError` naming the new one."""
+    old = sorted(name for name in RENAMED if name in os.environ)
+    if old:
+        raise RenamedSettingError(
+            "; ".join(f"{name} is no longer read: use {RENAMED[name]}" for name in old)
+        )
     return Settings(**overrides)  # type: ignore[arg-type]

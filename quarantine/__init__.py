@@ -14,7 +14,8 @@
 Only the pure parts are re-exported here, so importing them does not import Prefect.
 """
 
-from quarantine.models import Decision, DecisionKind, Mode, ModelState, PolicyConfig, RoundReport
+from ground.settings import PolicyConfig
+from quarantine.models import Decision, DecisionKind, Mode, ModelState, RoundReport
 from quarantine.policy import lift, step, switch_mode
 from quarantine.verdicts import ProviderRound, RoundVerdict, round_verdict
 

@@ -6,17 +6,14 @@ All datetimes are timezone-aware UTC; naive inputs are read as UTC.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ground.clock import UtcDatetime
 from quarantine.verdicts import ProviderRound, RoundVerdict
-
-if TYPE_CHECKING:
-    from ground.settings import Settings
 
 RECENT_ROUNDS_KEPT = 8  # per endpoint, for status and evidence
 STREAK_IDS_KEPT = 16  # round ids kept as evidence of the current streak
@@ -96,36 +93,6 @@ class RoundReport(BaseModel):
     production_tags: frozenset[str] = frozenset()  # discovered, usable, not a control
     excluded_tags: frozenset[str] = frozenset()  # excluded by the built-in/incident layers
     language_failed_locales: dict[str, str] = Field(default_factory=dict)
-
-
-class PolicyConfig(BaseModel):
-    """The policy's knobs; defaults equal SPEC Q2, Q4, Q5, Q6."""
-
-    model_config = ConfigDict(frozen=True)
-
-    floor: int = Field(default=2, ge=0)
-    fail_rounds: int = Field(default=2, ge=1)
-    clean_rounds: int = Field(default=2, ge=1)
-    ladder_days: tuple[float, ...] = (1.0, 3.0, 7.0)
-    forget_after_days: float = Field(default=14.0, gt=0)
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> PolicyConfig:
-        return cls(
-            floor=settings.capacity_floor,
-            fail_rounds=settings.fail_rounds_to_suspend,
-            clean_rounds=settings.clean_rounds_to_reinstate,
-            ladder_days=settings.ladder,
-            forget_after_days=settings.forget_after_days,
-        )
-
-    def duration(self, rung: int) -> timedelta:
-        """Length of the suspension at ladder rung `rung` (1-based); the last step repeats."""
-        return timedelta(days=self.ladder_days[min(rung, len(self.ladder_days)) - 1])
-
-    @property
-    def forget_after(self) -> timedelta:
-        return timedelta(days=self.forget_after_days)
 
 
 class Decision(BaseModel):

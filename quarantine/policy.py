@@ -37,6 +37,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ground.clock import as_utc
+from ground.settings import PolicyConfig
 from quarantine.errors import NotSuspendedError, UnknownTagError
 from quarantine.models import (
     RECENT_ROUNDS_KEPT,
@@ -45,7 +46,6 @@ from quarantine.models import (
     DecisionKind,
     Mode,
     ModelState,
-    PolicyConfig,
     ProviderState,
     RoundNote,
     RoundReport,

@@ -22,23 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from ground.settings import BreakerConfig
 from routing.errors import FailureClass
+
+_DEFAULT = BreakerConfig()
 
 
 class CircuitStatus(StrEnum):
     CLOSED = "closed"
     OPEN = "open"
     HALF_OPEN = "half_open"
-
-
-@dataclass(frozen=True, slots=True)
-class BreakerConfig:
-    consecutive_failures: int = 5
-    error_rate: float = 0.5
-    window_s: float = 60.0
-    min_volume: int = 10
-    open_for_s: float = 30.0
-    half_open_max_probes: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +110,7 @@ def _open(now: float, reason: str) -> tuple[BreakerState, list[Event]]:
 
 
 def step(
-    state: BreakerState, event: Input, now: float, config: BreakerConfig = BreakerConfig()
+    state: BreakerState, event: Input, now: float, config: BreakerConfig = _DEFAULT
 ) -> tuple[BreakerState, list[Event]]:
     """One transition. Pure: same inputs, same outputs."""
     s = state
@@ -176,7 +169,7 @@ class RecordedEvent:
 class BreakerBoard:
     """One breaker per (route, failure class); a thin mutable shell around `step`."""
 
-    def __init__(self, config: BreakerConfig = BreakerConfig()) -> None:
+    def __init__(self, config: BreakerConfig = _DEFAULT) -> None:
         self.config = config
         self.states: dict[tuple[str, FailureClass], BreakerState] = {}
         self.windows: dict[str, tuple[tuple[float, bool], ...]] = {}  # route -> outcomes

@@ -9,20 +9,11 @@ the validation allowance in reserve.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ground.settings import Allowances
 
-@dataclass(frozen=True, slots=True)
-class Allowances:
-    """Minimum seconds an attempt needs for each phase (from settings)."""
-
-    connect_s: float = 0.2
-    generation_s: float = 0.5
-    validation_s: float = 0.05
-
-    @property
-    def required_s(self) -> float:
-        return self.connect_s + self.generation_s + self.validation_s
+__all__ = ["Allowances", "AttemptBudget", "Deadline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +27,7 @@ class AttemptBudget:
 @dataclass(frozen=True, slots=True)
 class Deadline:
     at: float  # absolute, on the monotonic clock
-    allowances: Allowances = Allowances()
+    allowances: Allowances = field(default_factory=Allowances)
 
     @classmethod
     def starting(cls, now: float, deadline_ms: int, allowances: Allowances) -> Deadline:

@@ -357,8 +357,7 @@ def build_router(
     settings: Any, *, contracts_dir: Any = None, ignore_source: Any = None, events: bool = True
 ) -> Router:
     """A Router wired from settings: upstream = settings.base_url + api_key, quarantine exclusions."""
-    from routing.breaker import BreakerBoard, BreakerConfig
-    from routing.deadline import Allowances
+    from routing.breaker import BreakerBoard
     from routing.events import EventLog
     from routing.exclusions import CachedIgnoreSource, quarantine_source
     from routing.router import RetryPolicy
@@ -371,22 +370,9 @@ def build_router(
         backoff_base_s=s.routing_backoff_base_s,
         backoff_cap_s=s.routing_backoff_cap_s,
         connect_timeout_s=s.routing_connect_timeout_s,
-        allowances=Allowances(
-            connect_s=s.routing_connect_allowance_ms / 1000,
-            generation_s=s.routing_generation_allowance_ms / 1000,
-            validation_s=s.routing_validation_allowance_ms / 1000,
-        ),
+        allowances=s.allowances,
     )
-    breakers = BreakerBoard(
-        BreakerConfig(
-            consecutive_failures=s.routing_breaker_consecutive,
-            error_rate=s.routing_breaker_error_rate,
-            window_s=s.routing_breaker_window_s,
-            min_volume=s.routing_breaker_min_volume,
-            open_for_s=s.routing_breaker_open_s,
-            half_open_max_probes=s.routing_breaker_half_open_probes,
-        )
-    )
+    breakers = BreakerBoard(s.breaker)
     return Router(
         catalog,
         Upstream(s.base_url, s.api_key, max_connections=s.routing_max_connections),

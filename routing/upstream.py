@@ -113,8 +113,13 @@ class UpstreamCall:
         assert self._response is not None, "start() first"
         parser = SSEParser(max_line_bytes=self._max_line_bytes)
         received = 0
+        done = False
         async for raw in self._response.aiter_bytes():
             received += len(raw)
+            if done:  # read to the end so the connection goes back to the pool
+                if received > self._max_reply_bytes:
+                    return  # closing the stream drops the connection instead
+                continue
             if received > self._max_reply_bytes:
                 raise MalformedStream(f"reply larger than {self._max_reply_bytes} bytes")
             for item in parser.feed(raw):
@@ -122,8 +127,8 @@ class UpstreamCall:
                     continue  # keep-alive comments (`:`)
                 if item.data == "[DONE]":
                     self.assembler.finish()
-                    await self._drain(received)
-                    return
+                    done = True
+                    break
                 try:
                     chunk = jsonio.loads(item.data)
                 except ValueError:
@@ -140,14 +145,6 @@ class UpstreamCall:
                     yield piece
             if parser.overlong_lines:
                 raise MalformedStream(f"an SSE line is longer than {self._max_line_bytes} bytes")
-
-    async def _drain(self, received: int) -> None:
-        """Read to the end of the body (bounded) so the connection goes back to the pool."""
-        assert self._response is not None
-        async for raw in self._response.aiter_bytes():
-            received += len(raw)
-            if received > self._max_reply_bytes:
-                return  # closing the stream drops the connection instead
 
 
 async def _read_capped(response: httpx.Response, limit: int) -> bytes | None:

@@ -120,9 +120,13 @@ def test_cli_bad_arguments_and_config_exit_2(
     assert code == 2 and "--record needs every contract" in out
     code, out = _run("exclude", "add", "a/fp8", "--model", "test/cli", "--reason", "")
     assert code == 2 and "reason" in out, out
-    monkeypatch.setenv("CANARY_CAPACITY_FLOOR", "-1")
+    monkeypatch.setenv("CANARY_POLICY__FLOOR", "-1")
     code, out = _run("status", "--model", "test/cli")
-    assert code == 2 and "CANARY_CAPACITY_FLOOR" in out
+    assert code == 2 and "CANARY_POLICY__FLOOR" in out, out
+    monkeypatch.delenv("CANARY_POLICY__FLOOR")
+    monkeypatch.setenv("CANARY_CAPACITY_FLOOR", "3")  # the name of an earlier version
+    code, out = _run("status", "--model", "test/cli")
+    assert code == 2 and "use CANARY_POLICY__FLOOR" in out, out
 
 
 def test_cli_unknown_model_exits_1_and_secrets_stay_out(canary_env: FleetHandle) -> None:

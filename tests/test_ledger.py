@@ -7,10 +7,9 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import inspect
 
-from ground.settings import load_settings
+from ground.settings import PolicyConfig, load_settings
 from probes.types import Contract, Outcome, OutcomeStatus
 from quarantine.adapters.ledger import Ledger
-from quarantine.models import PolicyConfig
 from quarantine.policy import step
 from quarantine.verdicts import round_verdict
 from tests.test_quarantine_support import DAY, HALF_HOUR, MODEL, T0, F, report, run

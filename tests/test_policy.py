@@ -6,9 +6,10 @@ from datetime import timedelta
 
 import pytest
 
+from ground.settings import PolicyConfig
 from quarantine.errors import NotSuspendedError, UnknownTagError
 from quarantine.exclusions import ignore_tags, merge_ignore
-from quarantine.models import DecisionKind, Mode, ModelState, PolicyConfig
+from quarantine.models import DecisionKind, Mode, ModelState
 from quarantine.policy import lift, step, switch_mode
 from tests.test_quarantine_support import (
     DAY,
@@ -355,14 +356,18 @@ def test_step_is_pure_and_leaves_its_input_state_alone() -> None:
     assert state.model_dump() == before
 
 
-def test_policy_config_from_settings_uses_the_quarantine_section() -> None:
-    """Q2/Q4/Q5/Q6 knobs come from the one settings object."""
+def test_policy_config_is_the_settings_policy_section(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Q2/Q4/Q5/Q6 knobs come from the one settings object, nested as CANARY_POLICY__*."""
     from ground.settings import load_settings
 
-    s = load_settings(
-        capacity_floor=3, fail_rounds_to_suspend=4, ladder_days=["2", "5"], forget_after_days=10
+    monkeypatch.setenv("CANARY_POLICY__FLOOR", "3")
+    monkeypatch.setenv("CANARY_POLICY__FAIL_ROUNDS", "4")
+    monkeypatch.setenv("CANARY_POLICY__LADDER_DAYS", "2,5")
+    monkeypatch.setenv("CANARY_POLICY__FORGET_AFTER_DAYS", "10")
+    c = load_settings(_env_file=None).policy
+    assert isinstance(c, PolicyConfig) and c == PolicyConfig(
+        floor=3, fail_rounds=4, ladder_days=(2.0, 5.0), forget_after_days=10
     )
-    c = PolicyConfig.from_settings(s)
     assert (c.floor, c.fail_rounds, c.clean_rounds, c.ladder_days, c.forget_after_days) == (
         3, 4, 2, (2.0, 5.0), 10.0
     )  # fmt: skip

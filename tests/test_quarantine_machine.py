@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from ground.settings import PolicyConfig
 from quarantine.errors import NotSuspendedError
 from quarantine.exclusions import RuntimeExclusion, ignore_tags, merge_ignore
-from quarantine.models import DecisionKind, Mode, ModelState, PolicyConfig, RoundReport
+from quarantine.models import DecisionKind, Mode, ModelState, RoundReport
 from quarantine.policy import lift, step
 from quarantine.verdicts import ProviderRound, RoundVerdict
 from tests.test_quarantine_support import HALF_HOUR, MODEL, T0

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 
-from quarantine.models import Decision, Mode, ModelState, PolicyConfig, RoundReport
+from ground.settings import PolicyConfig
+from quarantine.models import Decision, Mode, ModelState, RoundReport
 from quarantine.policy import step
 from quarantine.verdicts import ProviderRound, RoundVerdict
 

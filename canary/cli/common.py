@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from canary.cli.errors import BAD_INPUT, describe_validation, exit_with_error
 from ground.clock import parse_iso
-from ground.settings import Settings, load_settings
+from ground.settings import RenamedSettingError, Settings, load_settings
 
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model id, e.g. author/slug.")]
 
@@ -22,6 +22,8 @@ def settings_or_exit() -> Settings:
         return load_settings()
     except ValidationError as exc:
         exit_with_error(f"bad configuration: {describe_validation(exc, 'CANARY_')}", BAD_INPUT)
+    except RenamedSettingError as exc:
+        exit_with_error(f"bad configuration: {exc}", BAD_INPUT)
 
 
 def parse_at(value: str | None, option: str = "--at") -> datetime | None:

@@ -31,8 +31,8 @@ def describe_validation(exc: ValidationError, prefix: str = "") -> str:
     """`CANARY_X: msg; ...` for settings (prefix `CANARY_`), `a.b: msg` for other models."""
     parts = []
     for e in exc.errors():
-        if prefix:
-            where = prefix + "_".join(str(p) for p in e["loc"]).upper()
+        if prefix:  # nested settings are CANARY_POLICY__FLOOR
+            where = prefix + "__".join(str(p) for p in e["loc"]).upper()
         else:
             where = ".".join(str(p) for p in e["loc"]) or "value"
         parts.append(f"{where}: {e['msg']}")
