@@ -41,9 +41,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from routing.accounting import RequestState
 from routing.attempt import end_verdict
-from routing.contracts import Contract
 from routing.errors import FailureClass, PermanentRequestError, RoutingError
+from routing.outcomes import StreamEnd
 from routing.router import Router, RouterResult, new_operation_id
 
 log = logging.getLogger(__name__)
@@ -112,23 +113,16 @@ def _chunk(
     )
 
 
-async def relay(
-    result: RouterResult,
-    router: Router,
-    deadline_at: float,
-    contract: Contract | None = None,
-    body: dict[str, Any] | None = None,
-) -> AsyncIterator[bytes]:
+async def relay(result: RouterResult, router: Router, req: RequestState) -> AsyncIterator[bytes]:
     """SSE for the client: the checked head, then the rest as it arrives; at the end the
-    whole reply passes `contract`'s acceptance (a rejection ends with an in-band error)."""
+    whole reply passes the contract's acceptance (a rejection ends with an in-band error)."""
     base = {
         "id": f"chatcmpl-{result.operation_id}",
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": result.route.model,
     }
-    failure: str | None = None
-    reason = ""
+    end: StreamEnd | None = None
     if result.rest is None:  # a complete, accepted answer (non-streaming contract, or short reply)
         msg = _message(result)
         yield _chunk(base, msg)
@@ -137,44 +131,45 @@ async def relay(
             yield _sse({**base, "choices": [], "usage": result.completion.usage})
         yield b"data: [DONE]\n\n"
         if result.finish is not None:
-            await result.finish(None, "")
+            await result.finish(StreamEnd.accepted())
         return
     finished = False
     try:
         yield _chunk(base, {"role": "assistant", "content": result.head})
         try:
-            async with asyncio.timeout(max(0.0, deadline_at - router.clock())):
+            async with asyncio.timeout(max(0.0, req.deadline.at - router.clock())):
                 async for piece in result.rest:
                     yield _chunk(base, {"content": piece})
             comp = result.completion
             if comp.error is not None:
-                failure, reason = FailureClass.INVALID_RESPONSE.value, "in_band_error"
+                end = StreamEnd.failed(FailureClass.INVALID_RESPONSE, "in_band_error")
             elif not comp.done:
-                failure, reason = FailureClass.AMBIGUOUS.value, "stream_cut"
-            elif contract is not None:  # the whole reply: the contract's full acceptance (R7)
-                verdict = end_verdict(comp, contract, router.catalog.schemas, body or {})
+                end = StreamEnd.failed(FailureClass.AMBIGUOUS, "stream_cut")
+            else:  # the whole reply: the contract's full acceptance (R7)
+                verdict = end_verdict(comp, req.contract, router.catalog.schemas, req.body)
                 if verdict is not None:
-                    failure, reason = verdict.failure_class.value, verdict.reason
+                    end = StreamEnd.failed(verdict.failure_class, verdict.reason)
         except TimeoutError:
-            failure, reason = FailureClass.DEADLINE.value, "deadline_during_stream"
+            end = StreamEnd.failed(FailureClass.DEADLINE, "deadline_during_stream")
         except Exception as exc:  # the upstream broke after release: tell the client in-band
-            failure, reason = FailureClass.AMBIGUOUS.value, type(exc).__name__
-        if failure is None:
+            end = StreamEnd.failed(FailureClass.AMBIGUOUS, type(exc).__name__)
+        if end is None:
             yield _chunk(base, {}, result.completion.finish_reason or "stop")
             if result.completion.usage:
                 yield _sse({**base, "choices": [], "usage": result.completion.usage})
             yield b"data: [DONE]\n\n"
+            end = StreamEnd.accepted()
         else:
             err = {
                 "code": 502,
-                "message": f"the reply failed after it started: {reason}",
-                "metadata": {"error_type": failure, "operation_id": result.operation_id},
+                "message": f"the reply failed after it started: {end.reason}",
+                "metadata": {"error_type": end.failure, "operation_id": result.operation_id},
             }
             yield _chunk(base, {"content": ""}, "error", error=err)
         finished = True
     finally:
-        if not finished and failure is None:  # the client went away mid-stream
-            failure, reason = "cancelled", "client_disconnected"
+        if not finished and end is None:  # the client went away mid-stream
+            end = StreamEnd.client_gone()
         rest = result.rest
         if rest is not None and hasattr(rest, "aclose"):
             with contextlib.suppress(Exception):
@@ -182,7 +177,7 @@ async def relay(
         with contextlib.suppress(Exception):
             await result.close()
         if result.finish is not None:
-            await result.finish(failure, reason)
+            await result.finish(end or StreamEnd.client_gone())
 
 
 class BodyTooLarge(Exception):
@@ -219,7 +214,7 @@ class RelayResponse(StreamingResponse):
             with contextlib.suppress(Exception):
                 await self.result.close()
             if self.result.finish is not None:
-                await self.result.finish("cancelled", "client_disconnected")
+                await self.result.finish(StreamEnd.client_gone())
 
 
 def create_app(
@@ -280,21 +275,8 @@ def create_app(
         workload = request.headers.get("x-workload", "chat").strip() or "chat"
         wants_stream = body.get("stream") is True
         try:
-            contract = router.catalog.contract(workload)
-        except KeyError:
-            return error_response(
-                PermanentRequestError(
-                    f"unknown workload {workload!r}; known: {sorted(router.catalog.contracts)}",
-                    reason="unknown_workload",
-                ),
-                operation_id,
-            )
-        deadline_at = router.clock() + contract.deadline_ms / 1000.0
-        try:
-            if wants_stream and contract.streaming:
-                result = await router.stream(body, workload=workload, operation_id=operation_id)
-            else:
-                result = await router.complete(body, workload=workload, operation_id=operation_id)
+            req = router.admit(body, workload, operation_id, stream=wants_stream)
+            result = await router.run(req)
         except RoutingError as exc:
             return error_response(exc, operation_id)
         except Exception:  # a bug of ours: explicit, OpenAI-shaped, with the operation id
@@ -310,7 +292,7 @@ def create_app(
         if wants_stream:
             return RelayResponse(
                 result,
-                relay(result, router, deadline_at, contract, body),
+                relay(result, router, req),
                 media_type="text/event-stream",
                 headers={**headers, "Cache-Control": "no-cache"},
             )

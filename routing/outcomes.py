@@ -7,6 +7,7 @@ counted at release, and only then does the breaker / health hear the verdict.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from routing.accounting import RequestState, attempt_record, request_record
@@ -19,6 +20,28 @@ from routing.health import HealthBook
 from routing.metrics import RouterMetrics
 from routing.response import Completion
 from routing.routes import Route
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """How a released stream ended: accepted (`failure` None), failed with a class, or
+    cancelled (the client went away: no verdict on the route)."""
+
+    failure: FailureClass | None = None
+    reason: str = ""
+    cancelled: bool = False
+
+    @classmethod
+    def accepted(cls) -> StreamEnd:
+        return cls()
+
+    @classmethod
+    def failed(cls, failure: FailureClass, reason: str) -> StreamEnd:
+        return cls(failure, reason)
+
+    @classmethod
+    def client_gone(cls) -> StreamEnd:
+        return cls(None, "client_disconnected", cancelled=True)
 
 
 class Outcomes:
@@ -68,15 +91,14 @@ class Outcomes:
 
     def stream_finisher(
         self, req: RequestState, res: AttemptResult, completion: Completion
-    ) -> Callable[[str | None, str], Awaitable[None]]:
-        """`finish(failure, reason)` for the gateway to call once at the stream's end: the
-        attempt's final usage and cost, its verdict for breaker and health, its event, then
-        the request's. `failure` is a FailureClass value, None (accepted) or anything else
-        for "no verdict" (the client went away)."""
+    ) -> Callable[[StreamEnd], Awaitable[None]]:
+        """`finish(end)` for the gateway to call once at the stream's end: the attempt's
+        final usage and cost, its verdict for breaker and health, its event, then the
+        request's (see `StreamEnd`)."""
 
         done = False
 
-        async def finish(failure: str | None, reason: str) -> None:
+        async def finish(end: StreamEnd) -> None:
             nonlocal done
             if done:  # idempotent: the relay and the response's safety net may both call it
                 return
@@ -85,16 +107,15 @@ class Outcomes:
             req.cost_usd -= provisional.cost_usd
             res.ended = self.clock()
             res.completion = completion
-            known = failure in FailureClass.__members__.values()
-            cancelled = failure is not None and not known
-            if failure is not None and known:
-                res.classification = Classification(FailureClass(failure), reason)
-                res.rejection = Rejection(reason)
-            self.verdict(res, cancelled=cancelled)
+            if end.failure is not None:
+                res.classification = Classification(end.failure, end.reason)
+                res.rejection = Rejection(end.reason)
+            self.verdict(res, cancelled=end.cancelled)
             self.attempt(
                 req, res, waited_s=provisional.waited_s, fallback_reason=provisional.fallback_reason,
-                circuit=provisional.circuit_state, cancelled=cancelled,
+                circuit=provisional.circuit_state, cancelled=end.cancelled,
             )  # fmt: skip
-            self.request(req, failure or "accepted", reason or None, res.route, completion)
+            outcome = "cancelled" if end.cancelled else (end.failure or "accepted")
+            self.request(req, outcome, end.reason or None, res.route, completion)
 
         return finish
