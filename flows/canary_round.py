@@ -19,7 +19,7 @@ provider never crashes the round (its probes end in typed outcomes).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,7 +45,7 @@ from probes.probeset import ProbeSetResult
 from probes.types import Contract, Endpoint, Outcome
 from quarantine.adapters.locking import ensure_limit
 from quarantine.adapters.store import state_lock_name
-from quarantine.exclusions import excluded_by_layers
+from quarantine.exclusions import IgnoreEntry, excluded_by_layers
 from quarantine.models import Decision, Mode, ModelState, RoundReport
 from quarantine.verdicts import ProviderRound, round_verdict
 
@@ -186,6 +186,34 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) 
     return Judged(voted, verdicts, control_refusals, control_verdict, weak)
 
 
+def round_report(
+    plan: RoundPlan,
+    judged: Judged,
+    mode: Mode,
+    exclusions: Sequence[IgnoreEntry],
+    *,
+    round_id: str | None = None,
+    only: Iterable[str] | None = None,
+) -> RoundReport:
+    """The pure round report the policy reads, for a round or (with `only`) for the
+    endpoints a triage records. Excluded tags are counted for the capacity floor (Q4)."""
+    keep = set(only) if only is not None else set(judged.verdicts)
+    return RoundReport(
+        round_id=round_id or plan.round_id,
+        model=plan.model,
+        at=plan.at,
+        mode=mode,
+        rounds={t: v for t, v in judged.verdicts.items() if t in keep},
+        production_tags=plan.production_tags,
+        excluded_tags=excluded_by_layers(
+            exclusions, sorted(plan.production_tags | set(plan.locales))
+        ),
+        language_failed_locales={
+            t: plan.locales[t] for t in tasks.language_failures(judged.voted) if t in keep
+        },
+    )
+
+
 async def _round(
     model: str, mode: Mode, at: datetime, subset: list[str] | None, state: ModelState, logger: Any
 ) -> RoundSummary:
@@ -206,24 +234,9 @@ async def _round(
     )  # fmt: skip
     judged = await probe_and_judge(plan, settings.probe_concurrency, logger)
     exclusions = await tasks.read_exclusions(model, at)
-    report = RoundReport(
-        round_id=plan.round_id,
-        model=model,
-        at=at,
-        mode=mode,
-        rounds=judged.verdicts,
-        production_tags=plan.production_tags,
-        excluded_tags=excluded_by_layers(
-            exclusions, sorted(plan.production_tags | set(plan.locales))
-        ),
-        language_failed_locales={
-            t: plan.locales[t]
-            for t in tasks.language_failures(judged.voted)
-            if t in judged.verdicts
-        },
-    )
-    tasks.policy_preview(state, report)
-    _new_state, decisions = await tasks.apply_report(report, lock_held=True)
+    report = round_report(plan, judged, mode, exclusions)
+    planned = tasks.policy_step(state, report)
+    _new_state, decisions = await tasks.apply_report(report, planned, lock_held=True)
     # From here on the state is applied: audit material and alerts are best-effort, so a
     # broken webhook or artifact write cannot fail the run (and hide its decisions).
     return await publish(plan, mode, report, judged, decisions, settings.notification_block, logger)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -23,6 +24,14 @@ from quarantine.adapters.store import aload_state, aupdate_state
 from quarantine.exclusions import IgnoreEntry
 from quarantine.models import Decision, ModelState, RoundReport
 from quarantine.policy import step
+
+
+class Planned(NamedTuple):
+    """A policy step computed on the state of revision `base_revision`."""
+
+    base_revision: int
+    state: ModelState
+    decisions: list[Decision]
 
 
 @task(name="discover", cache_policy=NO_CACHE, retries=0)
@@ -100,20 +109,27 @@ def language_failures(outcomes: Mapping[str, Sequence[Outcome]]) -> list[str]:
 
 
 @task(name="policy-step (capacity floor)", cache_policy=NO_CACHE)
-def policy_preview(state: ModelState, report: RoundReport) -> list[Decision]:
-    """Q1-Q6: what the policy decides on the state read at the start of the round,
-    capacity floor included (the apply step re-runs it under the state lock)."""
-    return step(state, report, load_settings().policy)[1]
+def policy_step(state: ModelState, report: RoundReport) -> Planned:
+    """Q1-Q6: what the policy decides on the state the round read (capacity floor
+    included); `apply_report` stores it unless the state changed meanwhile."""
+    return Planned(state.revision, *step(state, report, load_settings().policy))
 
 
 @task(name="apply", task_run_name="{report.mode.value}: apply decisions", cache_policy=NO_CACHE)
 async def apply_report(
-    report: RoundReport, lock_held: bool = False
+    report: RoundReport, planned: Planned | None = None, lock_held: bool = False
 ) -> tuple[ModelState, list[Decision]]:
-    """Enforce or observe (Q3): run the policy on the freshest state under the
-    model's state lock (already held by a round) and store the result (revision-checked)."""
+    """Enforce or observe (Q3): store the planned step under the model's state lock (already
+    held by a round), revision-checked; the policy runs again only if the stored state is not
+    the one it was planned on (an admin write slipped in)."""
     config = load_settings().policy
-    return await aupdate_state(report.model, lambda s: step(s, report, config), lock_held=lock_held)
+
+    def update(current: ModelState) -> tuple[ModelState, list[Decision]]:
+        if planned is not None and current.revision == planned.base_revision:
+            return planned.state, planned.decisions
+        return step(current, report, config)
+
+    return await aupdate_state(report.model, update, lock_held=lock_held)
 
 
 @task(name="record-ledger", cache_policy=NO_CACHE)

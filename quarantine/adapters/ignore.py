@@ -10,8 +10,6 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from prefect.utilities.asyncutils import run_coro_as_sync
-
 from quarantine.adapters.incidents import aread_runtime_exclusions
 from quarantine.adapters.store import aload_state
 from quarantine.builtin import load_builtin
@@ -26,9 +24,3 @@ async def aignore_list(
     runtime = await aread_runtime_exclusions(model)
     state = await aload_state(model)
     return merge_ignore(model, builtin, runtime, state, now)
-
-
-def ignore_list(
-    model: str, now: datetime, *, builtin_path: Path | str | None = None
-) -> list[IgnoreEntry]:
-    return run_coro_as_sync(aignore_list(model, now, builtin_path=builtin_path))
