@@ -22,8 +22,8 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import ClassVar
 
-from prefect import get_client
 from prefect.blocks.core import Block
+from prefect.client.orchestration import get_client
 from prefect.exceptions import ObjectNotFound
 from pydantic import ValidationError
 
