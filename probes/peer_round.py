@@ -191,6 +191,7 @@ def judge_with_peers(
                 if tag in completion:
                     judged[tag].append(_rewrite(completion[tag], v))
                 continue
+            # "start" comes first: its only START outcome yet is the share verdict
             contract = Contract.START if name == "start" else _SINGLE[name]
             judged[tag] = [_rewrite(o, v) if o.contract is contract else o for o in judged[tag]]
     outliers = fingerprint_outliers(_fingerprint_samples(mine), alpha=alpha)
