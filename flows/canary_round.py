@@ -2,7 +2,9 @@
 
     discover ─► pinned probes (every endpoint, suspended ones and controls too)
              ─► language confirmations (2 more attempts per language failure)
-             ─► majority vote (2 of 3) ─► round verdicts (controls judge the refusal probe)
+             ─► majority vote (2 of 3) ─► peer comparison (each rate contract against the
+                 other endpoints; model-level findings) ─► round verdicts (controls judge
+                 the refusal probe)
              ─► policy step with the capacity floor ─► apply (enforce) / record (observe)
              ─► ledger rows, artifacts, events, admin notifications
 
@@ -35,12 +37,14 @@ from pydantic import BaseModel
 
 from flows import tasks
 from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_event, notify_admins
+from flows.peer_step import compare_with_peers, finding_lines, observe_only_reasons, peers_markdown
 from flows.render import decisions_markdown, endpoint_lines, outcome_rows
 from flows.roundplan import RoundPlan, plan_round, round_index
 from ground.clock import as_utc
 from ground.settings import DEFAULT_MODEL, load_settings
 from ground.slugs import model_slug
 from probes.contracts import ControlVerdict, judge_controls
+from probes.peer_round import PeerRound
 from probes.probeset import ProbeSetResult
 from probes.types import Contract, Endpoint, Outcome
 from quarantine.adapters.locking import ensure_limit
@@ -63,6 +67,8 @@ class RoundSummary(BaseModel):
     decisions: list[dict[str, Any]]
     ignore: list[dict[str, Any]]
     notified: str
+    findings: list[str] = []  # model-level findings of the peer comparison
+    ignored: dict[str, list[str]] = {}  # per endpoint, failures recorded but not counted
 
 
 def _run_name() -> str:
@@ -142,6 +148,7 @@ class Judged:
     control_refusals: list[Outcome]
     control_verdict: ControlVerdict
     weak: bool  # the refusal probe is weak this round (a control passed, C5)
+    peers: PeerRound | None = None  # the peer comparison (verdicts, model-level findings)
 
 
 async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) -> Judged:
@@ -151,7 +158,9 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) 
 
     async def probe(endpoint: Endpoint) -> tuple[str, ProbeSetResult]:
         async with gate:
-            result = await tasks.probe_endpoint(endpoint, plan.locales[endpoint.tag])
+            result = await tasks.probe_endpoint(
+                endpoint, plan.locales[endpoint.tag], plan.start_locale
+            )
         logger.info("probed %s: %s", endpoint.tag, _brief(result.outcomes.values()))
         return endpoint.tag, result
 
@@ -178,12 +187,15 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) 
     ]
     control_verdict = judge_controls(control_refusals)
     weak = bool(plan.controls) and control_verdict.weak
+    # every rate contract against the other endpoints of the round (issue 14)
+    peers = compare_with_peers(voted, results, plan.controls)
+    observe_only = observe_only_reasons()
     verdicts = {
-        tag: round_verdict(tag, items, refusal_weak=weak)
-        for tag, items in voted.items()
+        tag: round_verdict(tag, items, refusal_weak=weak, observe_only=observe_only)
+        for tag, items in peers.outcomes.items()
         if tag not in plan.controls
     }
-    return Judged(voted, verdicts, control_refusals, control_verdict, weak)
+    return Judged(peers.outcomes, verdicts, control_refusals, control_verdict, weak, peers)
 
 
 def round_report(
@@ -278,12 +290,13 @@ async def publish(
                 verdicts=judged.verdicts,
                 ignore=ignore,
                 weak_controls=judged.control_verdict.passed_controls if judged.weak else [],
-            ),
+            )
+            + peers_markdown(judged.peers),
             description=f"Round {plan.round_id}: decisions and evidence",
         )
     with _best_effort(logger, "decision events"):
         emit_decision_events(decisions, round_id=plan.round_id)
-    lines = alert_lines(decisions)
+    lines = alert_lines(decisions) + finding_lines(judged.peers)
     if judged.weak:
         passed = list(judged.control_verdict.passed_controls)
         with _best_effort(logger, "weak-probe event"):
@@ -308,6 +321,10 @@ async def publish(
         decisions=[d.model_dump(mode="json") for d in decisions],
         ignore=ignore,
         notified=notified,
+        findings=finding_lines(judged.peers),
+        ignored={
+            t: list(v.ignored_reasons) for t, v in judged.verdicts.items() if v.ignored_reasons
+        },
     )
 
 

@@ -53,18 +53,23 @@ async def read_exclusions(model: str, at: datetime) -> list[IgnoreEntry]:
 
 
 @task(name="pinned-probes", task_run_name="probe {endpoint.tag} [{locale}]", cache_policy=NO_CACHE)
-async def probe_endpoint(endpoint: Endpoint, locale: str) -> ProbeSetResult:
-    """C2-C9: one pinned probe set against one endpoint in one locale."""
+async def probe_endpoint(
+    endpoint: Endpoint, locale: str, start_locale: str | None = None
+) -> ProbeSetResult:
+    """C2-C9: one pinned probe set against one endpoint in one locale (start samples in
+    the round's shared `start_locale`)."""
     settings = load_settings()
     async with ProbeClient.from_settings(settings) as client:
         return await run_probe_set(
             client,
             endpoint,
             locale,
+            start_samples=settings.start_samples,
             ttft_threshold_s=settings.ttft_threshold_s,
             max_tokens=settings.probe_max_tokens,
             start_min_replies=settings.start_anomaly_min_replies,
             start_share=settings.start_anomaly_share,
+            start_locale=start_locale,
         )
 
 

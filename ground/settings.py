@@ -187,6 +187,21 @@ class Settings(BaseSettings):
     probe_max_tokens: int = Field(default=300, gt=0)
     start_anomaly_min_replies: int = Field(default=3, ge=1)
     start_anomaly_share: float = Field(default=0.15, gt=0, le=1)
+    start_samples: int = Field(
+        default=6, ge=0, description="Extra start replies per endpoint and round (issue 14 power)."
+    )
+    peer_alpha: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description="Family-wise error of the peer comparison per contract.",
+    )
+    peer_min_effect: float = Field(
+        default=0.15, ge=0, le=1, description="How far above its peers' rate a host must be."
+    )
+    start_peer_outlier_enforce: bool = Field(
+        default=False, description="Count `start:peer_outlier` as a failure (else evidence only)."
+    )
 
     # ---- quarantine/ -------------------------------------------------------
     mode: Literal["observe", "enforce"] = "observe"
