@@ -8,7 +8,7 @@ from collections.abc import Collection, Mapping, Sequence
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from canary.settings import load_settings
+from ground.settings import load_settings
 from probes.peer_round import PEER_OUTLIER, PeerRound, judge_with_peers
 from probes.probeset import ProbeSetResult
 from probes.types import Contract, Outcome

@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prefect.artifacts import Artifact
 
-from canary.roundplan import round_index, start_locale
-from canary.settings import DEFAULT_LOCALES
 from flows.canary_round import RoundSummary, canary_round
-from quarantine.models import model_slug
+from flows.roundplan import round_index, start_locale
+from ground.settings import DEFAULT_LOCALES
+from ground.slugs import model_slug
 from tests.fixtures.canary_env import endpoint, load_model
 from tests.fixtures.fleet import FleetHandle
 

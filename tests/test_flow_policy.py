@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from prefect.blocks.notifications import CustomWebhookNotificationBlock
 
-from canary.settings import load_settings
 from flows.admin import lift_suspension
 from flows.canary_round import RoundSummary, canary_round
+from ground.settings import load_settings
 from quarantine.adapters.ignore import aignore_list
 from quarantine.adapters.store import aload_state
 from quarantine.exclusions import ignore_tags
