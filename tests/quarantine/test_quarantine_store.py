@@ -20,7 +20,7 @@ from quarantine.adapters.store import (
 from quarantine.errors import StaleRevisionError, StateCorruptError, UnknownModelError
 from quarantine.models import Mode, ModelState, ProviderState, RoundNote
 from quarantine.verdicts import RoundVerdict
-from tests.test_quarantine_support import HALF_HOUR, T0, F, run
+from tests.fixtures.quarantine_support import HALF_HOUR, T0, F, run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 

@@ -36,7 +36,7 @@ from quarantine.exclusions import (
     merge_ignore,
 )
 from quarantine.models import Mode
-from tests.test_quarantine_support import DAY, HALF_HOUR, MODEL, T0, F, run
+from tests.fixtures.quarantine_support import DAY, HALF_HOUR, MODEL, T0, F, run
 
 HOUR = timedelta(hours=1)
 

@@ -16,7 +16,7 @@ from quarantine.adapters.ledger import Ledger
 from quarantine.adapters.store import aload_state, aupdate_state
 from quarantine.errors import NotSuspendedError, UnknownModelError, UnknownTagError
 from quarantine.models import Mode
-from tests.test_quarantine_support import DAY, HALF_HOUR, T0, C, F, run
+from tests.fixtures.quarantine_support import DAY, HALF_HOUR, T0, C, F, run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 HOUR = timedelta(hours=1)
