@@ -56,8 +56,11 @@ class HeaderTimeoutH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:  # the head is complete
+        answered = self.cycle is not None and self.cycle.response_complete
+        if self.conn.their_state is not h11.IDLE and not answered:  # a head is complete
             self._disarm_header_timer()
+        # else: still waiting for a head, or answered with its body unread: bytes that
+        # trickle in (which disarm uvicorn's keep-alive timer) do not disarm this one
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
