@@ -11,19 +11,21 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from ground.settings import load_settings
 from probes.client import ProbeClient
 from probes.probeset import ProbeSetResult, confirm_language, majority, run_probe_set
 from probes.types import Contract, Endpoint, Outcome, OutcomeStatus
+from probes.unjudged import refused_everything, unjudged_outcomes, unjudged_set
 from quarantine.adapters.ignore import aignore_list
 from quarantine.adapters.ledger import Ledger
 from quarantine.adapters.store import aload_state, aupdate_state
 from quarantine.exclusions import IgnoreEntry
 from quarantine.models import Decision, ModelState, RoundReport
 from quarantine.policy import step
+from wire.text import Scrubber, upstream_text
 
 
 class Planned(NamedTuple):
@@ -57,20 +59,40 @@ async def probe_endpoint(
     endpoint: Endpoint, locale: str, start_locale: str | None = None
 ) -> ProbeSetResult:
     """C2-C9: one pinned probe set against one endpoint in one locale (start samples in
-    the round's shared `start_locale`)."""
+    the round's shared `start_locale`). Whatever the
+    endpoint sent, this returns typed outcomes (probes/unjudged.py): an exception while
+    probing or judging it freezes that endpoint, never fails the round."""
     settings = load_settings()
-    async with ProbeClient.from_settings(settings) as client:
-        return await run_probe_set(
-            client,
-            endpoint,
-            locale,
-            start_samples=settings.start_samples,
-            ttft_threshold_s=settings.ttft_threshold_s,
-            max_tokens=settings.probe_max_tokens,
-            start_min_replies=settings.start_anomaly_min_replies,
-            start_share=settings.start_anomaly_share,
-            start_locale=start_locale,
-        )
+    try:
+        async with ProbeClient.from_settings(settings) as client:
+            result = await run_probe_set(
+                client,
+                endpoint,
+                locale,
+                start_samples=settings.start_samples,
+                ttft_threshold_s=settings.ttft_threshold_s,
+                max_tokens=settings.probe_max_tokens,
+                start_min_replies=settings.start_anomaly_min_replies,
+                start_share=settings.start_anomaly_share,
+                start_locale=start_locale,
+            )
+    except Exception as exc:
+        _log_unjudged(endpoint, exc)
+        return unjudged_set(endpoint, locale, exc)
+    return refused_everything(result)
+
+
+def _log_unjudged(endpoint: Endpoint, exc: BaseException) -> None:
+    """One line, the exception's type and scrubbed message (no traceback: it could quote
+    provider bytes)."""
+    key = load_settings().api_key
+    scrub = Scrubber(key.get_secret_value() if key else None)
+    get_run_logger().warning(
+        "probing %s raised %s (%s); its outcomes are invalid_response (frozen)",
+        endpoint.tag,
+        type(exc).__name__,
+        upstream_text(str(exc), scrub, 200),
+    )
 
 
 @task(
@@ -81,10 +103,14 @@ async def probe_endpoint(
 async def confirm_language_task(endpoint: Endpoint, locale: str) -> list[Outcome]:
     """C8: two immediate confirmation attempts in the same locale."""
     settings = load_settings()
-    async with ProbeClient.from_settings(settings) as client:
-        return await confirm_language(
-            client, endpoint, locale, attempts=2, max_tokens=settings.probe_max_tokens
-        )
+    try:
+        async with ProbeClient.from_settings(settings) as client:
+            return await confirm_language(
+                client, endpoint, locale, attempts=2, max_tokens=settings.probe_max_tokens
+            )
+    except Exception as exc:
+        _log_unjudged(endpoint, exc)
+        return unjudged_outcomes(endpoint, locale, exc, attempts=2)
 
 
 @task(name="majority-vote", cache_policy=NO_CACHE)

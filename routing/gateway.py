@@ -32,6 +32,7 @@ import json
 import logging
 import re
 import time
+import traceback
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -46,21 +47,27 @@ from routing.attempt import end_verdict
 from routing.errors import FailureClass, PermanentRequestError, RoutingError
 from routing.outcomes import StreamEnd
 from routing.router import Router, RouterResult, new_operation_id
+from wire import jsonio
+from wire.text import NO_SECRET, Scrubber, upstream_text
 
 log = logging.getLogger(__name__)
 _OP_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
-def error_response(exc: RoutingError, operation_id: str, status: int | None = None) -> JSONResponse:
+def error_response(
+    exc: RoutingError, operation_id: str, status: int | None = None, scrub: Scrubber = NO_SECRET
+) -> JSONResponse:
+    """OpenAI's error shape; `message` and `reason` pass through `scrub` (the upstream key)
+    once more at this boundary, whatever built them."""
     cls = exc.failure_class.value
     body = {
         "error": {
-            "message": exc.message,
+            "message": upstream_text(exc.message, scrub, 2000),
             "type": cls,
             "code": cls,
             "param": None,
             "failure_class": cls,
-            "reason": exc.reason,
+            "reason": upstream_text(exc.reason, scrub, 200) if exc.reason else exc.reason,
             "operation_id": operation_id,
             "attempts": exc.attempts,
         }
@@ -148,11 +155,13 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
             else:  # the whole reply: the contract's full acceptance (R7)
                 verdict = end_verdict(comp, req.contract, router.catalog.schemas, req.body)
                 if verdict is not None:
-                    end = StreamEnd.failed(verdict.failure_class, verdict.reason)
+                    end = StreamEnd.failed(
+                        verdict.failure_class, verdict.reason, verdict.client_params
+                    )
         except TimeoutError:
             end = StreamEnd.failed(FailureClass.DEADLINE, "deadline_during_stream")
         except Exception as exc:  # the upstream broke after release: tell the client in-band
-            end = StreamEnd.failed(FailureClass.AMBIGUOUS, type(exc).__name__)
+            end = StreamEnd.failed(FailureClass.AMBIGUOUS, type(exc).__name__[:64])
         if end is None:
             yield _chunk(base, {}, result.completion.finish_reason or "stop")
             if result.completion.usage:
@@ -160,9 +169,10 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
             yield b"data: [DONE]\n\n"
             end = StreamEnd.accepted()
         else:
+            scrub = router.upstream.scrub
             err = {
                 "code": 502,
-                "message": f"the reply failed after it started: {end.reason}",
+                "message": upstream_text(f"the reply failed after it started: {end.reason}", scrub),
                 "metadata": {"error_type": end.failure, "operation_id": result.operation_id},
             }
             yield _chunk(base, {"content": ""}, "error", error=err)
@@ -184,17 +194,41 @@ class BodyTooLarge(Exception):
     pass
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused past `limit` bytes (declared length first, then as read)."""
+class BodyTooSlow(Exception):
+    pass
+
+
+async def read_body(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
+    """The request body, refused past `limit` bytes (declared length first, then as read)
+    or when it has not fully arrived within `timeout_s` (a slow-body client)."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isdigit() and len(declared) <= 18 and int(declared) > limit:
         raise BodyTooLarge
     out = bytearray()
-    async for chunk in request.stream():
-        out += chunk
-        if len(out) > limit:
-            raise BodyTooLarge
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                out += chunk
+                if len(out) > limit:
+                    raise BodyTooLarge
+    except TimeoutError:
+        raise BodyTooSlow from None
     return bytes(out)
+
+
+def parse_client_body(raw: bytes) -> dict[str, Any]:
+    """A client's request body as strict JSON (wire.jsonio): NaN, Infinity, numbers that
+    overflow, lone surrogates, integers over 100 digits and nesting deeper than 64 levels are
+    refused with `PermanentRequestError` (400 invalid_request), as is a non-object."""
+    try:
+        body = jsonio.loads(raw, strict=True)
+    except jsonio.WireJSONError as exc:
+        raise PermanentRequestError(
+            f"request body is not valid JSON: {exc}", reason="invalid_request"
+        ) from None
+    if not isinstance(body, dict):
+        raise PermanentRequestError("request body must be a JSON object", reason="invalid_request")
+    return body
 
 
 class RelayResponse(StreamingResponse):
@@ -223,10 +257,16 @@ def create_app(
     keys: list[str],
     flush_every_s: float = 0.5,
     max_body_bytes: int = 2_000_000,
+    body_timeout_s: float | None = 30.0,
 ) -> Starlette:
     """The gateway app. `keys`: the bearer keys clients may use (settings.gateway_keys);
-    a body over `max_body_bytes` (settings.gateway_max_body_bytes) gets 413."""
+    a body over `max_body_bytes` (settings.gateway_max_body_bytes) gets 413, one that has
+    not arrived within `body_timeout_s` (settings.gateway_body_timeout_s) 408."""
     accepted_keys = [k.encode() for k in keys if k]
+    scrub = router.upstream.scrub
+
+    def refuse(exc: RoutingError, operation_id: str, status: int | None = None) -> JSONResponse:
+        return error_response(exc, operation_id, status, scrub)
 
     def authorised(request: Request) -> bool:
         auth = request.headers.get("authorization", "")
@@ -237,7 +277,7 @@ def create_app(
         raw_op = request.headers.get("idempotency-key") or request.headers.get("x-operation-id")
         operation_id = raw_op if raw_op and _OP_ID.match(raw_op) else new_operation_id()
         if raw_op and not _OP_ID.match(raw_op):
-            return error_response(
+            return refuse(
                 PermanentRequestError(
                     "Idempotency-Key / X-Operation-Id must match [A-Za-z0-9._:-]{1,128}",
                     reason="invalid_operation_id",
@@ -245,42 +285,45 @@ def create_app(
                 operation_id,
             )
         if not authorised(request):
-            return error_response(
+            return refuse(
                 PermanentRequestError("missing or unknown gateway key", reason="authentication"),
                 operation_id,
                 401,
             )
         try:
-            body = json.loads(await read_body(request, max_body_bytes))
+            body = parse_client_body(await read_body(request, max_body_bytes, body_timeout_s))
         except BodyTooLarge:
-            return error_response(
+            return refuse(
                 PermanentRequestError(
                     f"request body exceeds {max_body_bytes} bytes", reason="body_too_large"
                 ),
                 operation_id,
                 413,
             )
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return error_response(
-                PermanentRequestError(f"request body is not JSON: {exc}", reason="invalid_request"),
-                operation_id,
-            )
-        if not isinstance(body, dict):
-            return error_response(
+        except BodyTooSlow:
+            return refuse(
                 PermanentRequestError(
-                    "request body must be a JSON object", reason="invalid_request"
+                    f"request body did not arrive within {body_timeout_s:g} s",
+                    reason="request_timeout",
                 ),
                 operation_id,
+                408,
             )
+        except PermanentRequestError as exc:
+            return refuse(exc, operation_id)
         workload = request.headers.get("x-workload", "chat").strip() or "chat"
         wants_stream = body.get("stream") is True
         try:
             req = router.admit(body, workload, operation_id, stream=wants_stream)
             result = await router.run(req)
         except RoutingError as exc:
-            return error_response(exc, operation_id)
+            return refuse(exc, operation_id)
         except Exception:  # a bug of ours: explicit, OpenAI-shaped, with the operation id
-            log.exception("internal error for operation %s", operation_id)
+            log.error(  # the traceback scrubbed: it may quote what an upstream sent
+                "internal error for operation %s: %s",
+                operation_id,
+                upstream_text(traceback.format_exc(), scrub, 8000),
+            )
             body = {"error": {"message": "internal gateway error", "type": "internal_error", "code": "internal_error",
                               "param": None, "failure_class": None, "operation_id": operation_id}}  # fmt: skip
             return JSONResponse(body, status_code=500, headers={"X-Operation-Id": operation_id})
@@ -357,7 +400,14 @@ def build_router(
     breakers = BreakerBoard(s.breaker)
     return Router(
         catalog,
-        Upstream(s.base_url, s.api_key, max_connections=s.routing_max_connections),
+        Upstream(
+            s.base_url,
+            s.api_key,
+            max_connections=s.routing_max_connections,
+            max_line_bytes=s.routing_max_line_bytes,
+            max_reply_bytes=s.routing_max_reply_bytes,
+            max_error_bytes=s.routing_max_error_body_bytes,
+        ),
         ignore_source=CachedIgnoreSource(
             ignore_source or quarantine_source(),
             ttl_s=s.routing_ignore_ttl_s,

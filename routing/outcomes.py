@@ -30,14 +30,17 @@ class StreamEnd:
     failure: FailureClass | None = None
     reason: str = ""
     cancelled: bool = False
+    client_params: tuple[str, ...] = ()  # see Classification.client_params
 
     @classmethod
     def accepted(cls) -> StreamEnd:
         return cls()
 
     @classmethod
-    def failed(cls, failure: FailureClass, reason: str) -> StreamEnd:
-        return cls(failure, reason)
+    def failed(
+        cls, failure: FailureClass, reason: str, client_params: tuple[str, ...] = ()
+    ) -> StreamEnd:
+        return cls(failure, reason, client_params=client_params)
 
     @classmethod
     def client_gone(cls) -> StreamEnd:
@@ -59,13 +62,15 @@ class Outcomes:
         self.events = events
         self.clock = clock
 
-    def verdict(self, res: AttemptResult, *, cancelled: bool = False) -> None:
-        """Feed the attempt's outcome to the route's breaker and health."""
+    def verdict(self, res: AttemptResult, scope: str, *, cancelled: bool = False) -> None:
+        """Feed the attempt's outcome to the route's breaker (its circuits for `scope`, the
+        workload) and health. A failure the client's own parameters may have caused
+        (`Classification.client_params`, routing/attribution.py) is no verdict on the route."""
         route, c, now = res.route, res.classification, self.clock()
-        if cancelled:
-            self.breakers.release(route.id, now)
+        if cancelled or (c is not None and c.client_params):
+            self.breakers.release(route.id, now, scope)
             return
-        self.breakers.record(route.id, None if c is None else c.failure_class, now)
+        self.breakers.record(route.id, None if c is None else c.failure_class, now, scope)
         if c is None or c.failure_class.counts_against_route:
             # a client's error says nothing of the route
             self.health.update(route, ok=c is None, latency_s=res.ended - res.started, now=now)
@@ -108,9 +113,11 @@ class Outcomes:
             res.ended = self.clock()
             res.completion = completion
             if end.failure is not None:
-                res.classification = Classification(end.failure, end.reason)
+                res.classification = Classification(
+                    end.failure, end.reason, client_params=end.client_params
+                )
                 res.rejection = Rejection(end.reason)
-            self.verdict(res, cancelled=end.cancelled)
+            self.verdict(res, req.contract.workload, cancelled=end.cancelled)
             self.attempt(
                 req, res, waited_s=provisional.waited_s, fallback_reason=provisional.fallback_reason,
                 circuit=provisional.circuit_state, cancelled=end.cancelled,

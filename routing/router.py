@@ -35,6 +35,7 @@ from typing import Any
 from routing.acceptance import Accepted
 from routing.accounting import RequestState, attempt_record
 from routing.attempt import AttemptResult, refused_keys, run_attempt, upstream_body
+from routing.attribution import client_shaping
 from routing.breaker import BreakerBoard, CircuitStatus
 from routing.capability import Needs, contract_misfit, estimate_needs, select_routes
 from routing.classify import Classification
@@ -191,6 +192,7 @@ class Router:
         if misfit is not None:
             raise PermanentRequestError(misfit, reason=misfit.split(":", 1)[0])
         pool = self.catalog.routes.for_groups(contract.route_groups)
+        scope = contract.workload  # circuits are per (route, workload)
         excluded: set[str] = set()
         last: tuple[Classification, AttemptResult] | None = None
         retry_route: Route | None = None
@@ -206,7 +208,7 @@ class Router:
             # for an attempt that cannot start
             self._check_deadline(req, now, 0.0, last)
             route = retry_route
-            if route is not None and not self.breakers.admit(route.id, now):
+            if route is not None and not self.breakers.admit(route.id, now, scope):
                 excluded.add(route.id)  # its circuit opened meanwhile: no same-route retry
                 route, wait_s = None, 0.0
             if route is None:
@@ -219,7 +221,7 @@ class Router:
                 if wait_s > 0:
                     await self.sleep(wait_s)
             except BaseException:
-                self.breakers.release(route.id, self.clock())
+                self.breakers.release(route.id, self.clock(), scope)
                 raise
             if self._hedging(req):
                 res, tried = await self._hedged(req, route, pool, excluded, needs)
@@ -327,8 +329,9 @@ class Router:
         last: tuple[Classification, AttemptResult] | None, now: float,
     ) -> Route:  # fmt: skip
         available = [r for r in pool if r.id not in excluded]
+        scope = contract.workload
         open_ids = frozenset(
-            r.id for r in available if self.breakers.status(r.id, now) is CircuitStatus.OPEN
+            r.id for r in available if self.breakers.status(r.id, now, scope) is CircuitStatus.OPEN
         )
         sel = select_routes(
             available, contract, needs, remaining_cost_usd=contract.max_cost_usd - req.cost_usd,
@@ -337,10 +340,12 @@ class Router:
         # a half-open circuit is probed by the next request that can use the route (bounded by
         # the breaker's probe slots); that request keeps its fallback if the probe fails
         probing = [
-            r for r in sel.ranked if self.breakers.status(r.id, now) is CircuitStatus.HALF_OPEN
+            r
+            for r in sel.ranked
+            if self.breakers.status(r.id, now, scope) is CircuitStatus.HALF_OPEN
         ]
         for route in probing + [r for r in sel.ranked if r not in probing]:
-            if self.breakers.admit(route.id, now):
+            if self.breakers.admit(route.id, now, scope):
                 return route
         if last is not None:
             raise self._exhausted(last, "no further compatible route")
@@ -376,6 +381,7 @@ class Router:
         self, req: RequestState, route: Route, *, waited_s: float, fallback_reason: str | None,
         hedged: bool = False,
     ) -> AttemptResult:  # fmt: skip
+        scope = req.contract.workload  # the circuits this attempt answers to
         try:
             ignore = await self.ignore_source(route.model, datetime.now(UTC))
             body = upstream_body(req.body, route, req.contract, self.catalog.schemas, ignore)
@@ -387,13 +393,13 @@ class Router:
                     reason="no_time_for_attempt",
                 )
         except BaseException:  # no attempt was made: give the admission (probe slot) back
-            self.breakers.release(route.id, self.clock())
+            self.breakers.release(route.id, self.clock(), scope)
             raise
         b = req.deadline.attempt_budget(now)
         budget = AttemptBudget(
             connect_s=min(self.policy.connect_timeout_s, b.total_s), total_s=b.total_s
         )
-        circuit = self.breakers.status(route.id, now)
+        circuit = self.breakers.status(route.id, now, scope)
         res = AttemptResult(route=route, started=now)
         try:
             await run_attempt(
@@ -406,9 +412,10 @@ class Router:
                 stream_release=req.stream,
                 clock=self.clock,
                 result=res,
+                client_params=client_shaping(req.body),
             )
         except BaseException as exc:  # no verdict on the route: give the admission back
-            self.breakers.release(route.id, self.clock())
+            self.breakers.release(route.id, self.clock(), scope)
             if isinstance(exc, asyncio.CancelledError):  # a hedged loser: cost still counted
                 self.outcomes.attempt(
                     req, res, waited_s=waited_s, fallback_reason=fallback_reason,
@@ -421,7 +428,7 @@ class Router:
             attempt_record(req, res, waited_s=waited_s, fallback_reason=fallback_reason,
                            circuit=circuit.value)  # fmt: skip
             return res
-        self.outcomes.verdict(res)
+        self.outcomes.verdict(res, scope)
         self.outcomes.attempt(
             req, res, waited_s=waited_s, fallback_reason=fallback_reason, circuit=circuit.value,
             hedged=hedged,
