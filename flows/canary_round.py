@@ -19,33 +19,34 @@ provider never crashes the round (its probes end in typed outcomes).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import AsyncExitStack, contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import UUID
 
 from prefect import flow, get_client, get_run_logger
-from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from prefect.concurrency.asyncio import concurrency
+from prefect.futures import wait
 from prefect.runtime import flow_run
 from prefect.states import Cancelled, State
 from pydantic import BaseModel
 
 from flows import tasks
+from flows.graph import verdict_label
 from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_event, notify_admins
-from flows.render import decisions_markdown, endpoint_lines, outcome_rows
+from flows.render import endpoint_lines, evidence_lines
+from flows.round_artifacts import best_effort, publish_round_artifacts
 from flows.roundplan import RoundPlan, plan_round, round_index
 from ground.clock import as_utc
 from ground.settings import DEFAULT_MODEL, load_settings
-from ground.slugs import model_slug
 from probes.contracts import ControlVerdict, judge_controls
 from probes.probeset import ProbeSetResult
-from probes.types import Contract, Endpoint, Outcome
+from probes.types import Contract, Endpoint, Outcome, Transcript
 from quarantine.adapters.locking import ensure_limit
 from quarantine.adapters.store import state_lock_name
-from quarantine.exclusions import excluded_by_layers
+from quarantine.exclusions import IgnoreEntry, excluded_by_layers
 from quarantine.models import Decision, Mode, ModelState, RoundReport
 from quarantine.verdicts import ProviderRound, round_verdict
 
@@ -142,6 +143,7 @@ class Judged:
     control_refusals: list[Outcome]
     control_verdict: ControlVerdict
     weak: bool  # the refusal probe is weak this round (a control passed, C5)
+    transcripts: Mapping[str, list[Transcript]] = field(default_factory=dict)  # per endpoint
 
 
 async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) -> Judged:
@@ -183,7 +185,15 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) 
         for tag, items in voted.items()
         if tag not in plan.controls
     }
-    return Judged(voted, verdicts, control_refusals, control_verdict, weak)
+    marks = [  # the run's graph tells the story (O3): one verdict task run per endpoint
+        tasks.endpoint_verdict.submit(
+            label=verdict_label(verdict), verdict=verdict, evidence=evidence_lines(voted[tag])
+        )
+        for tag, verdict in sorted(verdicts.items())
+    ]
+    await asyncio.to_thread(wait, marks)
+    transcripts = {t: r.transcripts for t, r in results.items()}
+    return Judged(voted, verdicts, control_refusals, control_verdict, weak, transcripts)
 
 
 async def _round(
@@ -223,10 +233,12 @@ async def _round(
         },
     )
     tasks.policy_preview(state, report)
-    _new_state, decisions = await tasks.apply_report(report, lock_held=True)
+    new_state, decisions = await tasks.apply_report(report, lock_held=True)
     # From here on the state is applied: audit material and alerts are best-effort, so a
     # broken webhook or artifact write cannot fail the run (and hide its decisions).
-    return await publish(plan, mode, report, judged, decisions, settings.notification_block, logger)
+    return await publish(
+        plan, mode, report, judged, decisions, settings.notification_block, logger, new_state
+    )
 
 
 async def publish(
@@ -237,43 +249,26 @@ async def publish(
     decisions: list[Decision],
     notification_block: str | None,
     logger: Any,
+    state: ModelState | None = None,
 ) -> RoundSummary:
-    """Ledger rows, artifacts (O3), events and admin alerts (Q8) for an applied round."""
+    """Ledger rows, artifacts (O3), events and admin alerts (Q8) for an applied round;
+    `state` is the state just applied (for the living status artifact)."""
     model, at = plan.model, plan.at
-    ignore: list[dict[str, Any]] = []
+    entries: list[IgnoreEntry] = []
     try:
-        ignore = [e.model_dump(mode="json") for e in await tasks.read_exclusions(model, at)]
+        entries = await tasks.read_exclusions(model, at)
     except Exception as exc:  # the state is applied; report what we could not read
         logger.error("could not read provider.ignore after the round: %s", exc)
-    with _best_effort(logger, "ledger"):
+    ignore = [e.model_dump(mode="json") for e in entries]
+    with best_effort(logger, "ledger"):
         tasks.record_ledger(report, judged.voted, decisions)
-    slug = model_slug(model)
-    with _best_effort(logger, "round table artifact"):
-        await acreate_table_artifact(
-            key=f"canary-round-{slug}",
-            table=outcome_rows(judged.voted, plan.locales, judged.verdicts, plan.controls),
-            description=f"Round {plan.round_id}: every endpoint x contract",
-        )
-    with _best_effort(logger, "decisions artifact"):
-        await acreate_markdown_artifact(
-            key=f"canary-decisions-{slug}",
-            markdown=decisions_markdown(
-                model=model,
-                round_id=plan.round_id,
-                mode=mode.value,
-                decisions=decisions,
-                verdicts=judged.verdicts,
-                ignore=ignore,
-                weak_controls=judged.control_verdict.passed_controls if judged.weak else [],
-            ),
-            description=f"Round {plan.round_id}: decisions and evidence",
-        )
-    with _best_effort(logger, "decision events"):
+    await publish_round_artifacts(plan, mode, judged, decisions, entries, state, logger)
+    with best_effort(logger, "decision events"):
         emit_decision_events(decisions, round_id=plan.round_id)
     lines = alert_lines(decisions)
     if judged.weak:
         passed = list(judged.control_verdict.passed_controls)
-        with _best_effort(logger, "weak-probe event"):
+        with best_effort(logger, "weak-probe event"):
             emit_weak_probe_event(model, plan.round_id, passed, judged.control_verdict.reason)
         lines.insert(0, f"weak refusal probe: control(s) {', '.join(passed)} passed")
     subject = f"provider-canary: {model} ({plan.round_id})"
@@ -296,14 +291,6 @@ async def publish(
         ignore=ignore,
         notified=notified,
     )
-
-
-@contextmanager
-def _best_effort(logger: Any, what: str) -> Iterator[None]:
-    try:
-        yield
-    except Exception as exc:
-        logger.error("round applied, but writing the %s failed: %s", what, exc)
 
 
 def _brief(outcomes: Any) -> str:
