@@ -2,8 +2,8 @@
 requests behind its failing contracts, as one markdown artifact per round
 (`canary-transcripts-<model-slug>`). Pure: transcripts in, bounded text out.
 
-Bounded: each reply is cut to `TEXT_CHARS` characters and the whole artifact to
-`TOTAL_CHARS`; scrubbed: every text passes the key scrubber again (the client already
+Bounded: each reply is cut to `TEXT_CHARS` characters, at most `TRANSCRIPTS_PER_ENDPOINT`
+requests are shown per endpoint and the whole artifact stays under `TOTAL_CHARS`; scrubbed: every text passes the key scrubber again (the client already
 scrubbed it; an artifact is kept for good, so it is checked twice). Replies are shown in
 code fences longer than any backtick run inside them, so a reply cannot break out of its
 block, and control characters are shown as `\\xNN`.
@@ -23,6 +23,7 @@ from wire.text import Scrubber
 TEXT_CHARS = 800
 WRAP_COLUMNS = 100  # code blocks do not wrap in the UI: lines are wrapped here
 TOTAL_CHARS = 60_000
+TRANSCRIPTS_PER_ENDPOINT = 8
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _TEXT_CONTRACTS = {Contract.LANGUAGE, Contract.REFUSAL, Contract.START}
 
@@ -101,18 +102,19 @@ def failing_transcripts_markdown(
     for tag in failed:
         failing = {o.contract for o in outcomes.get(tag, ()) if o.status is OutcomeStatus.FAIL}
         wanted = set().union(*(_SHOWN_BY[c] for c in failing)) if failing else set()
-        section = [f"## `{tag}`", ""]
-        section += [f"- {line}" for line in evidence_lines(outcomes.get(tag, ()))]
-        section.append("")
-        for t in transcripts.get(tag, ()):
-            if t.contract in wanted:
-                section += _shown(t, scrub)
-        text = "\n".join(section)
-        if size + len(text) > TOTAL_CHARS:
-            out.append(
-                f"(further transcripts left out: the artifact is kept under {TOTAL_CHARS} characters)"
-            )
-            break
-        out.append(text)
-        size += len(text) + 1
+        blocks = [["", f"## `{tag}`", ""]]
+        blocks[0] += [f"- {line}" for line in evidence_lines(outcomes.get(tag, ()))]
+        blocks[0].append("")
+        shown = [t for t in transcripts.get(tag, ()) if t.contract in wanted]
+        blocks += [_shown(t, scrub) for t in shown[:TRANSCRIPTS_PER_ENDPOINT]]
+        for block in blocks:
+            text = "\n".join(block)
+            if size + len(text) > TOTAL_CHARS:
+                out.append(
+                    f"\n(further transcripts left out: the artifact is kept under "
+                    f"{TOTAL_CHARS} characters)"
+                )
+                return "\n".join(out) + "\n"
+            out.append(text)
+            size += len(text) + 1
     return "\n".join(out) + "\n"

@@ -106,11 +106,11 @@ def _start(status: str, reason: str, ev: Mapping[str, Any], brief: bool) -> str:
 def _latency(status: str, reason: str, ev: Mapping[str, Any], ttft: object, brief: bool) -> str:
     bar = ev.get("threshold_s")
     ttfts = [t for t in ev.get("ttfts_s") or [] if isinstance(t, int | float)]
+    if not ttfts and isinstance(ttft, int | float) and reason != "no_first_token":
+        ttfts = [ttft]  # one request judged alone
     if status in ("transport", "misrouted") and not ttfts:
         return _transport(status, reason, ev)
-    slowest = max(ttfts) if ttfts else ttft
-    if reason == "no_first_token" and not ttfts:
-        slowest = None
+    slowest = max(ttfts) if ttfts else None
     if brief:
         if slowest is None:
             return f"no text within {_secs(bar)}"

@@ -43,6 +43,7 @@ class Report:
     intervals: pd.DataFrame
     false_positives: pd.DataFrame
     estimate: dict[str, Any]
+    endpoints_table: pd.DataFrame
     figures: dict[str, Figure] = field(default_factory=dict)
 
     @property
@@ -90,6 +91,7 @@ def build_report(
     intervals = frames.suspension_intervals(decisions, now)
     intervals = intervals[intervals["end"] >= start].reset_index(drop=True)
     recent = decisions[decisions["at"] >= start] if not decisions.empty else decisions
+    ttft = frames.ttft_samples(probes)
     classified = frames.observe_false_positives(recent, probes)
     report = Report(
         model=model,
@@ -100,10 +102,11 @@ def build_report(
         decisions=decisions,
         matrix=frames.verdict_matrix(probes),
         rates=frames.contract_failures(probes),
-        ttft=frames.ttft_samples(probes),
+        ttft=ttft,
         intervals=intervals,
         false_positives=classified,
         estimate=frames.false_positive_estimate(classified),
+        endpoints_table=frames.endpoint_summary(probes, ttft, intervals),
     )
     report.figures = {
         "verdict_timeline": plots.verdict_timeline(report.matrix),
@@ -193,6 +196,21 @@ def render_html(report: Report, pngs: dict[str, str]) -> str:
         f"{report.ttft_bar_s:g} s bar</li>",
         f"<li>Observe mode: {_estimate_text(report.estimate)}</li>",
         "</ul>",
+        '<h2 id="endpoints">Endpoints</h2>',
+        _table(
+            report.endpoints_table,
+            [
+                "tag",
+                "rounds",
+                "failed",
+                "frozen",
+                "ttft_median_s",
+                "ttft_max_s",
+                "suspensions",
+                "shadow",
+                "last_verdict",
+            ],
+        ),
     ]
     for name, title in FIGURES.items():
         parts += [

@@ -9,6 +9,8 @@ The ledger keeps one probe row per endpoint and round (`verdict`, `reasons`, `tt
     suspension_intervals(decisions, now)   each (shadow) suspension as start, end, how it ended
     observe_false_positives(decisions, probes)
                                            would-suspend decisions classified (see below)
+    endpoint_summary(probes, ttft, intervals)
+                                           per endpoint: rounds, failed, frozen, TTFT, suspensions
     endpoint_history(probes, decisions, tag)
                                            one endpoint's rounds and decisions, with evidence
 
@@ -234,6 +236,40 @@ def false_positive_estimate(classified: pd.DataFrame) -> dict[str, Any]:
         "undetermined": int(counts.get("undetermined", 0)),
         "estimate": fp / (fp + confirmed) if fp + confirmed else None,
     }
+
+
+def endpoint_summary(
+    probes: pd.DataFrame, ttft: pd.DataFrame, intervals: pd.DataFrame
+) -> pd.DataFrame:
+    """Per endpoint: rounds, failed and frozen rounds, the median and slowest first token
+    (seconds; requests without text count at the bar), suspensions and shadow suspensions,
+    and the last verdict."""
+    columns = ["tag", "rounds", "failed", "frozen", "ttft_median_s", "ttft_max_s",
+               "suspensions", "shadow", "last_verdict"]  # fmt: skip
+    if probes.empty:
+        return pd.DataFrame(columns=columns)
+    ordered = probes.sort_values("at")
+    grouped = ordered.groupby("tag")
+    frame = pd.DataFrame(
+        {
+            "rounds": grouped.size(),
+            "failed": grouped["verdict"].apply(lambda v: int((v == "failed").sum())),
+            "frozen": grouped["verdict"].apply(lambda v: int((v == "frozen").sum())),
+            "last_verdict": grouped["verdict"].last(),
+        }
+    )
+    times = ttft.groupby("tag")["ttft_s"]
+    frame["ttft_median_s"] = times.median()
+    frame["ttft_max_s"] = times.max()
+    kinds = (
+        intervals.groupby(["tag", "kind"]).size().unstack(fill_value=0)
+        if not intervals.empty
+        else None
+    )
+    for kind, column in (("suspended", "suspensions"), ("shadow", "shadow")):
+        counts = kinds[kind] if kinds is not None and kind in kinds else pd.Series(dtype=int)
+        frame[column] = counts.reindex(frame.index).fillna(0).astype(int)
+    return frame.reset_index()[columns]
 
 
 def endpoint_history(probes: pd.DataFrame, decisions: pd.DataFrame, tag: str) -> pd.DataFrame:

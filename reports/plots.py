@@ -49,8 +49,7 @@ def verdict_timeline(matrix: pd.DataFrame) -> Figure:
     if matrix.empty:
         return _empty(title)
     values = np.ma.masked_invalid(matrix.to_numpy(dtype=float))
-    cmap = ListedColormap([CLEAN, FROZEN, FAILED])
-    cmap.set_bad(MISSING)
+    cmap = ListedColormap([CLEAN, FROZEN, FAILED]).with_extremes(bad=MISSING)
     fig, ax = plt.subplots(figsize=(max(8.0, 0.12 * matrix.shape[1] + 4), _height(len(matrix))))
     ax.imshow(values, aspect="auto", cmap=cmap, vmin=0, vmax=len(VERDICT_CODES) - 1,
               interpolation="nearest")  # fmt: skip

@@ -163,24 +163,22 @@ def print_exclusions(model: str, rows: list[dict[str, Any]]) -> None:
 
 
 def print_history(model: str, tag: str, history: Any) -> None:
-    """One endpoint's rounds and decisions (a frame from `reports.frames.endpoint_history`)."""
-    table = Table(
-        title=f"{tag} ({model})", title_justify="left", box=None, padding=(0, 1), pad_edge=False
-    )
-    table.add_column("at", no_wrap=True)
-    table.add_column("what", no_wrap=True)
-    table.add_column("detail", no_wrap=True)
-    table.add_column("evidence", overflow="fold")
+    """One endpoint's rounds and decisions (a frame from `reports.frames.endpoint_history`):
+    one line per round or decision, its evidence indented below it (wrapped, never cut)."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    console.print(f"[bold]{tag}[/] ({model}): {len(history)} rounds and decisions")
     for row in history.itertuples():
         what = str(row.what)
         style = "bold" if what.startswith("decision") else _VERDICT_STYLE.get(what, "")
-        table.add_row(
-            f"{row.at:%Y-%m-%d %H:%M}Z",
-            f"[{style}]{what}[/]" if style else what,
-            str(row.detail),
-            str(row.evidence) or "-",
-        )
-    console.print(table)
+        line = Text(f"{row.at:%Y-%m-%d %H:%M}Z  ")
+        line.append(what, style=style)
+        if row.detail:
+            line.append(f"  {row.detail}")
+        console.print(line)
+        if row.evidence:
+            console.print(Padding(Text(str(row.evidence), overflow="fold"), (0, 0, 0, 4)))
 
 
 def print_triage(result: Any) -> None:
