@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 
 from flows.roundplan import ROUND_SECONDS, next_slot_with_locale
+from ground.prefect_server import LocalServer
 from ground.settings import DEFAULT_MODEL, Settings
 
 MIX_HOST = "mixhost/fp8"
@@ -108,7 +109,7 @@ def run_demo(
         start_new_session=True,
     )  # fmt: skip
     base_url = f"http://127.0.0.1:{fleet_port}/api/v1"
-    code = 1
+    guide: list[str] = []
     try:
         _wait_http(f"{base_url}/models", 60)
         _say(f"[demo] seed-incidents fleet on {base_url}")
@@ -123,24 +124,28 @@ def run_demo(
             }
         )
         os.environ.pop("OPENROUTER_API_KEY", None)
-        code = asyncio.run(_rounds(base_url, fleet_key, server.ui_url, rounds_before_fix, verbose))
-        return code
+        guide = asyncio.run(_rounds(base_url, fleet_key, server, rounds_before_fix, verbose))
+        return 0
     finally:
         stop_pid(fleet.pid)
         fleet_log.close()
-        if keep_ui and code == 0:
+        if keep_ui and guide:
             _say(
                 f"\n[demo] the Prefect UI stays up at {server.ui_url}; stop it with: canary server stop"
             )
-        elif server.pid is not None:
-            stop_pid(server.pid)
+            for line in guide:
+                _say(line)
+        else:
+            if server.pid is not None:
+                stop_pid(server.pid)
             (home / "prefect" / "server.pid").unlink(missing_ok=True)
             _say("[demo] Prefect server stopped")
 
 
 async def _rounds(
-    base_url: str, key: str, ui_url: str, rounds_before_fix: int, verbose: bool
-) -> int:
+    base_url: str, key: str, server: LocalServer, rounds_before_fix: int, verbose: bool
+) -> list[str]:
+    """The rounds, the fix, the report; returns the closing guide's lines."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from canary.cli.tables import print_round, quiet_task_logs
@@ -172,11 +177,11 @@ async def _rounds(
             last_at = at
             at += timedelta(seconds=ROUND_SECONDS)
         report_path = await _report(last_at)
-        await _guide(ui_url, last_run, report_path)
+        guide = await _guide(server, last_run, report_path)
     from prefect.logging.handlers import APILogHandler
 
     await APILogHandler.aflush()  # ship the last run logs before the fleet goes away
-    return 0
+    return guide
 
 
 async def _report(last_at: datetime) -> Path:
@@ -190,8 +195,9 @@ async def _report(last_at: datetime) -> Path:
     return path
 
 
-async def _guide(ui_url: str, flow_run_id: str | None, report_path: Path) -> None:
+async def _guide(server: LocalServer, flow_run_id: str | None, report_path: Path) -> list[str]:
     """The last lines: where each answer lives in the UI, with direct addresses."""
+    ui_url = server.ui_url
     from prefect import get_client
 
     from flows.status_artifact import status_key
@@ -218,11 +224,11 @@ async def _guide(ui_url: str, flow_run_id: str | None, report_path: Path) -> Non
     lines += [
         f"  4. Health over time (open in a browser, works offline): {report_path}",
         f"     and its summary: {ui_url}/artifacts/key/canary-report-{slug}",
-        "  From a terminal: canary status, canary history --provider "
-        f"{FIXED_HOST}, canary exclude list (with CANARY_HOME={demo_home_env()}).",
+        "  From a terminal (any shell): export CANARY_HOME="
+        f"{os.environ.get('CANARY_HOME', '')} PREFECT_API_URL={server.api_url}",
+        f"     canary status; canary history --provider {FIXED_HOST}; canary exclude list",
     ]
-    for line in lines:
-        _say(line)
+    return lines
 
 
 async def _fix_host(base_url: str, key: str, tag: str) -> None:
@@ -243,8 +249,3 @@ async def _fix_host(base_url: str, key: str, tag: str) -> None:
 
 def demo_home(settings: Settings) -> Path:
     return settings.home / "demo"
-
-
-def demo_home_env() -> str:
-    """The demo's CANARY_HOME as set for its rounds."""
-    return os.environ.get("CANARY_HOME", "~/.provider-canary/demo")

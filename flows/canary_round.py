@@ -2,9 +2,10 @@
 
     discover ─► pinned probes (every endpoint, suspended ones and controls too)
              ─► language confirmations (2 more attempts per language failure)
-             ─► majority vote (2 of 3) ─► round verdicts (controls judge the refusal probe)
+             ─► majority vote (2 of 3) ─► round verdicts (controls judge the refusal probe),
+                one `verdict` task run per endpoint (red when a contract failed: flows/graph.py)
              ─► policy step with the capacity floor ─► apply (enforce) / record (observe)
-             ─► ledger rows, artifacts, events, admin notifications
+             ─► ledger rows, artifacts (flows/round_artifacts.py), events, admin notifications
 
 `at` is the round's logical time (default now), so rounds can be replayed and
 the 1/3/7-day ladder exercised without waiting. Only one round per model runs

@@ -86,7 +86,7 @@ def test_o3_status_shows_state_layer_until_last_round_and_why(canary_env: FleetH
         ["triage"],
         ["gateway", "serve"],
         ["fleet", "serve"],
-    ],  # fmt: skip
+    ],
 )
 def test_help_pages_show_flags_without_a_type_and_no_spec_codes(command: list[str]) -> None:
     """`--help` shows `--force`, not `--force <bool>`, and explains in words."""
