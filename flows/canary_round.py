@@ -186,13 +186,14 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) 
         for tag, items in voted.items()
         if tag not in plan.controls
     }
-    marks = [  # the run's graph tells the story (O3): one verdict task run per endpoint
-        tasks.endpoint_verdict.submit(
-            label=verdict_label(verdict), verdict=verdict, evidence=evidence_lines(voted[tag])
-        )
-        for tag, verdict in sorted(verdicts.items())
-    ]
-    await asyncio.to_thread(wait, marks)
+    with best_effort(logger, "verdict task runs"):  # the run's graph tells the story (O3)
+        marks = [
+            tasks.endpoint_verdict.submit(
+                label=verdict_label(verdict), verdict=verdict, evidence=evidence_lines(voted[tag])
+            )
+            for tag, verdict in sorted(verdicts.items())
+        ]
+        await asyncio.to_thread(wait, marks)
     transcripts = {t: r.transcripts for t, r in results.items()}
     return Judged(voted, verdicts, control_refusals, control_verdict, weak, transcripts)
 

@@ -41,7 +41,7 @@ def best_effort(logger: Any, what: str) -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        logger.error("round applied, but writing the %s failed: %s", what, exc)
+        logger.error("writing the %s failed (the round goes on): %s", what, exc)
 
 
 def _scrubber() -> Scrubber:

@@ -46,6 +46,11 @@ def quiet_task_logs(verbose: bool = False, also: tuple[str, ...] = ()) -> None:
             handler.addFilter(_QuietRunLogs(also))
 
 
+def _short_time(value: str | None) -> str:
+    """An ISO time as `2026-11-04 00:30Z` (never cut: the column does not wrap)."""
+    return f"{value[:10]} {value[11:16]}Z" if value else ""
+
+
 _VERDICT_STYLE = {"failed": "bold red", "frozen": "yellow", "clean": "green"}
 
 
@@ -74,10 +79,15 @@ def print_ignore(ignore: list[dict[str, Any]]) -> None:
     if not ignore:
         console.print("provider.ignore: []")
         return
-    console.print("provider.ignore:")
+    table = Table(
+        title="provider.ignore", title_justify="left", box=None, padding=(0, 1), pad_edge=False
+    )
+    for column in ("tag", "layer", "until"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("reason", overflow="fold")
     for e in ignore:
-        until = f" until {e['until']}" if e.get("until") else ""
-        console.print(f"  {e['tag']:<22} {e['layer']:<9}{until}  {e.get('reason', '')}")
+        table.add_row(e["tag"], e["layer"], _short_time(e.get("until")), e.get("reason", ""))
+    console.print(table)
 
 
 _STATE_STYLE = {
@@ -86,11 +96,6 @@ _STATE_STYLE = {
     "excluded": "yellow",
     "active": "green",
 }
-
-
-def _short_time(value: str | None) -> str:
-    """An ISO time as `2026-11-04 00:30Z` (never cut: the column does not wrap)."""
-    return f"{value[:10]} {value[11:16]}Z" if value else ""
 
 
 def print_status(status: dict[str, Any]) -> None:
