@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # Python 3.12 (lingua 2.2 needs it): a pyenv version if there is one, else python3.12 on PATH.
 PYTHON312 := $(shell PYENV_VERSION=$$(pyenv latest 3.12 2>/dev/null) pyenv which python3.12 2>/dev/null || command -v python3.12)
 
-.PHONY: setup test lint typecheck pytest fleet demo bench clean
+.PHONY: setup test lint typecheck pytest fleet demo ui-check bench clean
 
 setup: $(VENV)/.installed
 
@@ -31,6 +31,14 @@ test: lint typecheck pytest
 
 demo: setup
 	$(VENV)/bin/canary demo
+
+# The analyst's pages in headless Chromium (Debian's `chromium` package): block, status and
+# round artifacts, the failing verdict task run, the report. Screenshots in $(UI_CHECK_DIR).
+UI_CHECK_DIR ?= /tmp/ui-check
+ui-check: setup
+	@test -x /usr/bin/chromium || { echo "ui-check needs Debian's chromium: apt-get install -y chromium"; exit 1; }
+	UI_CHECK_DIR=$(UI_CHECK_DIR) $(VENV)/bin/pytest -m browser tests/flows/test_ui_browser.py -p no:cacheprovider
+	@echo "screenshots: $(UI_CHECK_DIR)"
 
 fleet: setup
 	$(VENV)/bin/canary fleet serve --scenario seed-incidents --host 127.0.0.1 --port 8600
