@@ -2,11 +2,13 @@
 this gateway, and (where installed) LiteLLM's proxy and Portkey's gateway.
 
 Every server is a subprocess of this script on a free loopback port (127.0.0.1 only); the
-client is this process. For each path it reports, side by side:
+client is this process, speaking keep-alive HTTP/1.1 by hand (one connection per simulated
+client; far cheaper than httpx, so the servers get the cores). For each path it reports:
 
     c1      non-streaming, one client: p50/p99 and what the path adds to the direct p50/p99
     c32     non-streaming, 32 clients: req/s, p50/p99, CPU-ms per request of the server's
             process tree (utime+stime from /proc), peak RSS of that tree while under load
+            (this gateway's stated bound: 150 MB, `--rss-bound-mb`)
     stream  streaming, one client: time to the first content delta (TTFT) and what the path
             adds to it, twice: `instant` (first token after 20 ms, the whole reply at once:
             the path's processing) and `paced` (first token after 20 ms, then 100 tokens/s,
