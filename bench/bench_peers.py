@@ -32,7 +32,8 @@ install it. Nothing is installed into the project's venv:
         echo '{"dependencies": {"@portkey-ai/gateway": "1.15.2"},
                "overrides": {"@hono/node-server": "1.14.0"}}' > package.json && npm install
       (or PORTKEY_GATEWAY_JS=/path/to/@portkey-ai/gateway/build/start-server.js)
-    uvicorn levers for this gateway (`--levers`: also run it with uvloop and httptools):
+    levers for this gateway (`--levers`: also run it without its ledger events, and with
+    uvicorn's uvloop loop and httptools parser):
         .venv/bin/pip install --target ~/.cache/provider-canary/levers uvloop httptools
       (or BENCH_LEVERS_PATH=dir; the gateway runs unchanged, only uvicorn's loop/http differ)
 
@@ -517,7 +518,7 @@ def report(servers: list[Server], args: argparse.Namespace) -> None:
             f"{name:<16}| {x['p50'] / d50:>7.2f} {x['p99'] / d99:>7.2f}"
             f" {x['rps32'] / drps:>9.2f} {x['ttft0'] / dz50:>7.2f} {x['ttft'] / dt50:>7.2f}"
         )
-    ours = [n for n in rows if n.startswith("gateway")]
+    ours = [n for n in rows if n.startswith(("gateway", "gw-"))]
     peers = [n for n in rows if n not in ("direct", *ours)]
     if peers:
         print("\nthis gateway / each other path (added p50, p99, CPU-ms/req, added TTFT instant:")
@@ -607,7 +608,14 @@ def main() -> None:
         procs.append(gw)
         servers.append(Server("gateway", f"{gw_url}/chat/completions", gw_headers, gw, log))
 
-        if args.levers:
+        if args.levers:  # what the request/attempt events (ledger writes) cost
+            p, url, log = start(
+                [py, "-m", "canary.cli", *gw_args, "--no-events"],
+                genv,
+                pattern=r"at (http://[\d.:]+/v1)",
+            )
+            procs.append(p)
+            servers.append(Server("gw-no-events", f"{url}/chat/completions", gw_headers, p, log))
             path = levers_path()
             if path is None:
                 print("skipped gateway+uvloop/httptools: not found (see this file's docstring)")
