@@ -26,6 +26,7 @@ re-applied on the fresh state (up to `MAX_ATTEMPTS`), then refused with
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from typing import Any, ClassVar
 
 from prefect.blocks.core import Block
 from prefect.client.orchestration import get_client
-from prefect.exceptions import ObjectNotFound
+from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound, PrefectHTTPStatusError
 from pydantic import BaseModel, Field, ValidationError
 
 from ground.clock import UtcDatetime
@@ -189,8 +190,26 @@ def to_block(state: ModelState) -> QuarantineStateBlock:
     )
 
 
+SAVE_ATTEMPTS = 3
+
+
 async def _save(state: ModelState) -> None:
-    await to_block(state).asave(block_name(state.model), overwrite=True)
+    """Save under the model's lock (so a retry can only rewrite our own document). The first
+    saves on a fresh Prefect server race inside Prefect when several models' rounds save at
+    once (block type and schema registration, the server's encryption key: 409, 404 or 500
+    on PostgreSQL; seen by `make scale-test`); such a save is retried."""
+    block = to_block(state)
+    for attempt in range(1, SAVE_ATTEMPTS + 1):
+        try:
+            await block.asave(block_name(state.model), overwrite=True)
+            return
+        except (ObjectAlreadyExists, ObjectNotFound, PrefectHTTPStatusError) as exc:
+            if attempt == SAVE_ATTEMPTS or (
+                isinstance(exc, PrefectHTTPStatusError) and exc.response.status_code < 500
+            ):
+                raise
+            log.warning("saving the quarantine state of %s failed (%r); retrying", state.model, exc)
+            await asyncio.sleep(0.2 * attempt)
 
 
 def state_lock_name(model: str) -> str:
