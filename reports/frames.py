@@ -91,6 +91,14 @@ def contract_failures(probes: pd.DataFrame) -> pd.DataFrame:
     tags = sorted(probes["tag"].unique()) if not probes.empty else []
     index = pd.MultiIndex.from_product([tags, CONTRACTS], names=["tag", "contract"])
     judged = outcomes[outcomes["status"].isin(_JUDGED)]
+    # one row per endpoint, round and contract (a contract can carry several outcomes in a
+    # round, e.g. the start share and the peer comparison): failed if any of them failed
+    judged = (
+        judged.assign(failed=judged["status"] == "fail")
+        .groupby(["tag", "round_id", "contract"], as_index=False)["failed"]
+        .any()
+    )
+    judged["status"] = judged["failed"].map({True: "fail", False: "pass"})
     counts = pd.DataFrame(
         {
             "failed": judged[judged["status"] == "fail"].groupby(["tag", "contract"]).size(),

@@ -23,6 +23,10 @@ from reports.frames import VERDICT_CODES
 from tests.fixtures.canary_env import STRAY, TTFT_THRESHOLD_S, endpoint, load_model
 from tests.fixtures.fleet import FleetHandle
 
+# replies judged for their start per endpoint and round: the start samples, the
+# refusal and the language reply
+REPLIES = load_settings().start_samples + 2
+
 MODEL = "test/report"
 TAGS = ["a/fp8", "b/fp8", "bad/fp8", "blip/fp8", "c/fp8"]
 HALF_HOUR = timedelta(minutes=30)
@@ -147,7 +151,11 @@ async def test_o3_q3_report_from_real_rounds_plots_endpoints_counts_and_false_po
     )
     assert out.exit_code == 0, out.output
     text = " ".join(out.output.split())
-    for expected in ("decision: would_suspend", "decision: suspended", "4 of 4 replies anomalous"):
+    for expected in (
+        "decision: would_suspend",
+        "decision: suspended",
+        f"{REPLIES} of {REPLIES} replies anomalous",
+    ):
         assert expected in text, expected
     assert text.count(" failed ") >= 6  # its six failed rounds
     out = runner.invoke(app, ["history", "--model", MODEL, "--provider", "nope/fp8"])

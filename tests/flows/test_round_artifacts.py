@@ -24,10 +24,16 @@ from prefect.client.schemas.sorting import ArtifactSort
 from flows.canary_round import RoundSummary, canary_round
 from flows.graph import FAILED_STATE_NAME
 from flows.status_artifact import status_key
+
+# replies judged for their start per endpoint and round: the start samples, the
+# refusal and the language reply
+from ground.settings import load_settings
 from ground.slugs import model_slug
 from quarantine.adapters.store import BLOCK_TYPE_SLUG, block_name
 from tests.fixtures.canary_env import STRAY, endpoint, load_model
 from tests.fixtures.fleet import FleetHandle
+
+REPLIES = load_settings().start_samples + 2
 
 T0 = datetime(2026, 11, 4, 0, 0, tzinfo=UTC)
 MODEL = "test/analyst"
@@ -105,7 +111,7 @@ async def test_o3_round_artifacts_status_block_and_graph_show_the_evidence(
     latest = versions[0].data
     suspended = latest.split("## Suspended")[1].split("## Shadow")[0]
     assert "`bad/fp8` until 2026-11-05 00:30Z, rung 1: start:stray_start" in suspended
-    assert "4 of 4 replies anomalous" in suspended
+    assert f"{REPLIES} of {REPLIES} replies anomalous" in suspended
     assert "| `a/fp8` | clean | 0 / 2 | 0 |" in latest
 
     # the round's artifacts
@@ -118,22 +124,25 @@ async def test_o3_round_artifacts_status_block_and_graph_show_the_evidence(
     table = by_key[f"canary-round-{slug}"].data
     rows = table if isinstance(table, list) else json.loads(table)
     assert rows[0]["endpoint"] == "bad/fp8" and rows[0]["contract"] == "start"
-    assert rows[0]["outcome"] == "fail" and rows[0]["evidence"] == "4/4 anomalous starts"
+    assert (
+        rows[0]["outcome"] == "fail"
+        and rows[0]["evidence"] == f"{REPLIES}/{REPLIES} anomalous starts"
+    )
     assert {r["endpoint"] for r in rows[:5]} == {"bad/fp8"}
     decisions = by_key[f"canary-decisions-{slug}"].data
     assert "| suspended | `bad/fp8` | 2026-11-05 00:30Z | 1 |" in decisions
-    assert "4 of 4 replies anomalous" in decisions and "began with `" in decisions
+    assert f"{REPLIES} of {REPLIES} replies anomalous" in decisions and "began with `" in decisions
     assert "## Positive controls" not in decisions  # this model has no control
     transcripts = by_key[f"canary-transcripts-{slug}"].data
     assert "## `bad/fp8`" in transcripts and "a/fp8" not in transcripts
-    assert transcripts.count("#### ") == 4  # the four text requests behind the start failure
+    assert transcripts.count("#### ") == REPLIES  # the text requests behind the start failure
     assert canary_env.key not in transcripts
 
     # the graph: red verdict task runs for failing endpoints, named after the contract
     runs = await _verdict_runs(run_id, expected=4)
     failed = runs["bad/fp8: failed start"]
     assert failed.state.type.value == "FAILED" and failed.state.name == FAILED_STATE_NAME
-    assert "4 of 4 replies anomalous" in (failed.state.message or "")
+    assert f"{REPLIES} of {REPLIES} replies anomalous" in (failed.state.message or "")
     assert runs["a/fp8: clean"].state.type.value == "COMPLETED"
     async with get_client() as client:
         flow_run = await client.read_flow_run(run_id)

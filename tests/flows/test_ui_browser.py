@@ -27,16 +27,20 @@ import pytest
 from canary.demo import free_port
 from flows.status_artifact import status_key
 from ground.prefect_server import LocalServer, start_local_server, stop_pid
-from ground.settings import Settings
+from ground.settings import Settings, load_settings
 from ground.slugs import model_slug
 from quarantine.adapters.store import BLOCK_TYPE_SLUG, block_name
 from tests.fixtures.canary_env import STRAY, TIME_SCALE, endpoint, load_model
 from tests.fixtures.fleet import FleetHandle
 
+# replies judged for their start per endpoint and round: the start samples, the
+# refusal and the language reply
+REPLIES = load_settings().start_samples + 2
+
 CHROMIUM = Path("/usr/bin/chromium")
 MODEL = "test/browser"
 BAD = "bad/fp8"
-EVIDENCE = "4 of 4 replies anomalous"
+EVIDENCE = f"{REPLIES} of {REPLIES} replies anomalous"
 
 pytestmark = [
     pytest.mark.browser,
@@ -152,7 +156,7 @@ def test_o3_browser_shows_suspended_endpoint_reason_and_evidence(
     rendered(f"{ui}/artifacts/artifact/{decisions['id']}", [BAD, "suspended", EVIDENCE, "began with"],
              shots / "3-decisions.png")  # fmt: skip
     table = latest(f"canary-round-{slug}")
-    rendered(f"{ui}/artifacts/artifact/{table['id']}", [BAD, "4/4 anomalous starts"],
+    rendered(f"{ui}/artifacts/artifact/{table['id']}", [BAD, f"{REPLIES}/{REPLIES} anomalous starts"],
              shots / "4-round-table.png")  # fmt: skip
 
     flow_run = decisions["flow_run_id"]
