@@ -46,6 +46,11 @@ def _no_constant(name: str) -> Any:
     raise WireJSONError(f"{name} is not JSON")
 
 
+# Built once: `json.loads` with keyword arguments builds a new decoder on every call.
+_LENIENT = json.JSONDecoder(parse_int=_int)
+_STRICT = json.JSONDecoder(parse_int=_int, parse_float=_strict_float, parse_constant=_no_constant)
+
+
 def depth_exceeds(value: Any, max_depth: int) -> bool:
     """Whether `value` nests arrays/objects deeper than `max_depth` (iterative)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
@@ -96,12 +101,7 @@ def loads(
     else:
         text = raw
     try:
-        if strict:
-            value = json.loads(
-                text, parse_int=_int, parse_float=_strict_float, parse_constant=_no_constant
-            )
-        else:
-            value = json.loads(text, parse_int=_int)
+        value = (_STRICT if strict else _LENIENT).decode(text)
     except WireJSONError:
         raise
     except RecursionError:
@@ -109,7 +109,8 @@ def loads(
     except ValueError as exc:  # JSONDecodeError and the int-string limit
         first = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
         raise WireJSONError(f"not JSON: {first}") from None
-    if depth_exceeds(value, max_depth):
+    # nesting needs an opening bracket per level: a short count (C speed) spares the walk
+    if (text.count("[") + text.count("{") > max_depth) and depth_exceeds(value, max_depth):
         raise WireJSONError(f"nested deeper than {max_depth} levels")
     if strict and _has_lone_surrogate(value):
         raise WireJSONError("a string holds a lone surrogate (not valid Unicode)")
