@@ -111,7 +111,7 @@ async def apply_report(
     report: RoundReport, lock_held: bool = False
 ) -> tuple[ModelState, list[Decision]]:
     """Enforce or observe (Q3): run the policy on the freshest state under the
-    model's state lock (already held by a round) and store the result (revision-checked)."""
+    model's state lock and store the result (revision-checked)."""
     config = load_settings().policy
     return await aupdate_state(report.model, lambda s: step(s, report, config), lock_held=lock_held)
 
