@@ -50,3 +50,29 @@ async def serialised(name: str, timeout_s: float = LOCK_TIMEOUT_S) -> AsyncItera
             name, occupy=1, strict=True, timeout_seconds=timeout_s, lease_duration=LEASE_S
         ):
             yield
+
+
+async def active_slots(name: str) -> int | None:
+    """Slots of limit `name` held now (None if the limit does not exist)."""
+    from prefect.exceptions import ObjectNotFound
+
+    async with get_client() as client:
+        try:
+            limit = await client.read_global_concurrency_limit_by_name(name)
+        except ObjectNotFound:
+            return None
+    return int(limit.active_slots)
+
+
+async def reset_slots(name: str) -> int:
+    """Give back every slot of limit `name` (a human's repair of a slot whose holder is
+    gone, e.g. held across a server restart); returns how many were held."""
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
+
+    held = await active_slots(name) or 0
+    if held:
+        async with get_client() as client:
+            await client.update_global_concurrency_limit(
+                name, GlobalConcurrencyLimitUpdate(active_slots=0)
+            )
+    return held
