@@ -27,7 +27,7 @@ from probes.errors import (
     ModelNotFoundError,
 )
 from probes.types import Endpoint
-from quarantine.adapters.incidents import variable_name
+from quarantine.adapters.incidents import aread_runtime_layer, variable_name
 from quarantine.adapters.store import aload_state
 from quarantine.clock import future_at
 from quarantine.exclusions import MAX_REASON_CHARS
@@ -149,6 +149,17 @@ async def check_suspended_tag(model: str, tag: str, now: datetime) -> None:
         raise Unavailable(
             f"endpoint {tag!r} of model {model!r} is not suspended at "
             f"{as_utc(now):%Y-%m-%dT%H:%M:%S}Z; nothing to lift"
+        )
+
+
+async def check_active_exclusion(model: str, tag: str, now: datetime) -> None:
+    """`tag` has an active runtime exclusion for `model`."""
+    layer = await aread_runtime_layer(model)
+    active = sorted(e.tag for e in layer.entries if e.active(as_utc(now)))
+    if tag not in active:
+        raise BadInput(
+            f"model {model!r} has no active runtime exclusion for {tag!r} "
+            f"(active: {', '.join(active) or 'none'})"
         )
 
 

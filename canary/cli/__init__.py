@@ -4,17 +4,22 @@
     rounds   round, triage          state    status, ignore, lift
     exclude  exclude add|remove     server   server start|stop, serve
     gateway  gateway serve          demo     demo
+    clock    clock reset            lock     lock status|release
     fleet    fleet serve (the fleet's own CLI, `fleet/cli.py`)
 
 Exit codes (`canary/cli/errors.py`): 0 success (whatever the providers did), 2 bad usage or
-configuration, 1 our own runtime errors (unreachable API, unknown model, ...).
+configuration, 1 our own runtime errors (unreachable API, unknown model, a blind round, ...).
+Errors are one line; `canary --debug ...` shows tracebacks.
 """
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from canary.cli import demo, exclude, gateway, rounds, server, state
+from canary.cli import clock, demo, exclude, gateway, lock, rounds, server, state
+from canary.cli.errors import set_debug
 from fleet.cli import app as fleet_app
 
 app = typer.Typer(
@@ -24,6 +29,17 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,  # locals may hold secrets
 )
+
+
+@app.callback()
+def _options(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")
+    ] = False,
+) -> None:
+    set_debug(debug)
+
+
 app.add_typer(rounds.app)
 app.add_typer(state.app)
 app.add_typer(exclude.app, name="exclude")
@@ -31,6 +47,8 @@ app.add_typer(server.app, name="server")
 app.add_typer(server.serve_app)
 app.add_typer(demo.app)
 app.add_typer(gateway.app, name="gateway", help="The OpenAI-compatible routing gateway.")
+app.add_typer(clock.app, name="clock")
+app.add_typer(lock.app, name="lock")
 app.add_typer(fleet_app, name="fleet", help="The local OpenRouter-compatible provider fleet.")
 
 
