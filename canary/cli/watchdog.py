@@ -25,7 +25,8 @@ POLL_S = 2.0
 
 def _give_up(message: str) -> None:  # pragma: no cover - ends the process
     sys.stdout.flush()
-    sys.stderr.write(f"error: {message}\n")
+    # on a line of its own: Prefect's API log handler may have left a partial line
+    sys.stderr.write(f"\nerror: {message}\n")
     sys.stderr.flush()
     os._exit(1)
 
