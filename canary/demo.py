@@ -146,7 +146,9 @@ async def _rounds(base_url: str, key: str, ui_url: str, rounds_before_fix: int) 
                 await _fix_host(base_url, key, FIXED_HOST)
             _say(f"\n[demo] round {n + 1}/{total} at logical time {at:%Y-%m-%d %H:%M}Z")
             started = time.monotonic()
-            summary = await canary_round(model=DEFAULT_MODEL, mode="enforce", at=at)
+            summary = await canary_round(  # the demo replays upcoming slots on purpose
+                model=DEFAULT_MODEL, mode="enforce", at=at, allow_future=True
+            )
             print_round(summary)
             _say(f"[demo] round took {time.monotonic() - started:.1f} s")
             at += timedelta(seconds=ROUND_SECONDS)
