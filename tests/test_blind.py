@@ -170,10 +170,11 @@ def test_wrong_key_round_is_red_applies_nothing_alerts_and_exits_1(
 
 
 async def test_half_the_fleet_transport_failing_is_a_blind_round(
-    canary_env: FleetHandle,
+    canary_env: FleetHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Half the endpoints unreachable (503 every time): blind, nothing applied; one of
-    four is an ordinary round whose unreachable endpoint is frozen (Q1)."""
+    six is an ordinary round whose unreachable endpoint is frozen (Q1)."""
+    monkeypatch.setenv("CANARY_BLIND_TRANSPORT_SHARE", "0.5")  # the default
     down = [{"kind": "http_error", "status": 503, "rate": 1.0}]
     model = "test/blind-half"
     load_model(
@@ -191,11 +192,8 @@ async def test_half_the_fleet_transport_failing_is_a_blind_round(
     assert "2 of 4 endpoints ended in transport errors" in (state.message or "")
     assert (await aload_state(model)).revision == 0
 
-    load_model(
-        canary_env,
-        model,
-        [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("c/fp8"), endpoint("d/fp8", faults=down)],
-    )
+    healthy = [endpoint(t) for t in ("a/fp8", "b/fp8", "c/fp8", "e/fp8", "f/fp8")]
+    load_model(canary_env, model, [*healthy, endpoint("d/fp8", faults=down)])
     summary = await canary_round(model=model, at=T0 + HALF_HOUR)
     assert isinstance(summary, RoundSummary)
     assert {tag: verdict for tag, _l, verdict, _r in summary.endpoints}["d/fp8"] == "frozen"
@@ -209,3 +207,15 @@ def test_json_summary_has_no_warnings_on_a_healthy_round(canary_env: FleetHandle
     result = CliRunner().invoke(app, ["round", "--model", model, "--at", T0.isoformat(), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["warnings"] == []
+
+
+async def test_discovery_that_cannot_reach_upstream_is_a_blind_round(
+    canary_env: FleetHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scheduled round (no CLI in front) whose endpoint listing cannot be reached ends
+    red with the reason and changes no state; an unknown model stays an ordinary failure."""
+    monkeypatch.setenv("CANARY_BASE_URL", "http://127.0.0.1:1/api/v1")  # nothing listens
+    state = await canary_round(model="test/blind-discovery", at=T0, return_state=True)
+    assert state.is_failed()
+    assert "the endpoint listing could not be read (connect_error)" in (state.message or "")
+    assert (await aload_state("test/blind-discovery")).revision == 0

@@ -65,6 +65,7 @@ async def test_q8_status_json_has_the_documented_shape() -> None:
             },
         },
         "ignore": ["a"],
+        "warnings": [],
     }
 
 
