@@ -236,7 +236,7 @@ async def _round(
     try:
         discovered = await tasks.discover_endpoints(model)
     except DiscoveryError as exc:
-        blind = blind_discovery(exc)
+        blind = blind_discovery(exc, settings.base_url)
         if blind is None:
             raise
         rid = round_id(model, at)

@@ -109,16 +109,24 @@ def blind_round(
     return None
 
 
-def blind_discovery(exc: DiscoveryError) -> BlindRound | None:
+def blind_discovery(exc: DiscoveryError, base_url: str | None = None) -> BlindRound | None:
     """A discovery failure that blinds the round (our key, credits, or reachability), or
-    None for one that is a real error of the request (unknown model, malformed listing)."""
+    None for one that is a real error of the request (unknown model, malformed listing).
+    `base_url` (credentials in it are dropped) names where the listing was asked for."""
+    at = f" at {_without_userinfo(base_url)}" if base_url else ""
     if isinstance(exc, DiscoveryAuthError) or exc.status == KEY_REFUSED:
-        why = f"upstream rejected the API key (discovery HTTP {exc.status})"
+        why = f"upstream{at} rejected the API key (discovery HTTP {exc.status})"
     elif exc.status == CREDITS_REFUSED:
-        why = "upstream refused our credits (discovery HTTP 402)"
+        why = f"upstream{at} refused our credits (discovery HTTP 402)"
     elif isinstance(exc, DiscoveryTransportError):
-        where = f"HTTP {exc.status}" if exc.status is not None else exc.detail
-        why = f"the endpoint listing could not be read ({where}): the canary could not see"
+        what = f"HTTP {exc.status}" if exc.status is not None else exc.detail
+        why = f"the endpoint listing{at} could not be read ({what}): the canary could not see"
     else:
         return None
     return BlindRound(kind=BlindKind.DISCOVERY, reason=why)
+
+
+def _without_userinfo(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    return f"{scheme}{sep}{host.rpartition('@')[2]}{slash}{path}" if sep else url

@@ -115,8 +115,9 @@ def test_discovery_failures_that_blind_and_those_that_do_not() -> None:
     assert key is not None and "rejected the API key" in key.reason
     credits = blind_discovery(DiscoveryHTTPError(m, "Payment required", status=402))
     assert credits is not None and "credits" in credits.reason
-    down = blind_discovery(DiscoveryTransportError(m, "connect_error"))
+    down = blind_discovery(DiscoveryTransportError(m, "connect_error"), "https://u:pw@h.io/api")
     assert down is not None and "connect_error" in down.reason
+    assert "at https://h.io/api" in down.reason and "pw" not in down.reason
     assert blind_discovery(ModelNotFoundError(m, "not found", status=404)) is None
     assert blind_discovery(MalformedDiscoveryPayload(m, "bad", status=200)) is None
 
@@ -217,5 +218,8 @@ async def test_discovery_that_cannot_reach_upstream_is_a_blind_round(
     monkeypatch.setenv("CANARY_BASE_URL", "http://127.0.0.1:1/api/v1")  # nothing listens
     state = await canary_round(model="test/blind-discovery", at=T0, return_state=True)
     assert state.is_failed()
-    assert "the endpoint listing could not be read (connect_error)" in (state.message or "")
+    assert (
+        "the endpoint listing at http://127.0.0.1:1/api/v1 could not be read (connect_error)"
+        in (state.message or "")
+    )
     assert (await aload_state("test/blind-discovery")).revision == 0
