@@ -214,3 +214,55 @@ async def test_an_unreadable_record_is_reported_and_replaced() -> None:
     assert view is not None and view.record is None and "holder" in (view.problem or "")
     lease = await aacquire_lease(name, lease_s=30, wait_s=1)
     await lease.release()
+
+
+def test_lock_status_and_release_from_the_cli_are_audited() -> None:
+    """`canary lock status` shows the holder; `canary lock release` frees it as an audited
+    flow run (artifact), marking a stale holder's run Crashed; then status says free."""
+    import json
+
+    from prefect.artifacts import Artifact
+    from typer.testing import CliRunner
+
+    from canary.cli import app
+    from ground.slugs import model_slug
+    from quarantine.adapters.lease import lease_name
+
+    model = f"test/lock-{uuid.uuid4().hex[:6]}"
+
+    async def plant() -> str:
+        async with get_client() as client:
+            run = await client.create_flow_run(_dummy, state=Running())
+        await _plant(
+            lease_name(model),
+            flow_run_id=str(run.id),
+            expires_at=datetime.now(UTC) - timedelta(seconds=5),
+        )
+        return str(run.id)
+
+    run_id = asyncio.run(plant())
+    cli = CliRunner()
+    status = cli.invoke(app, ["lock", "status", "--model", model])
+    assert status.exit_code == 0, status.output
+    lock = json.loads(status.output)["round_lock"]
+    assert lock["state"] == "stale" and lock["flow_run_id"] == run_id and lock["pid"] == 4242
+
+    released = cli.invoke(app, ["lock", "release", "--model", model, "--reason", "stuck"])
+    assert released.exit_code == 0, released.output
+    data = json.loads(released.output)
+    assert data["released"]["holder"] == "someone" and data["crashed_run"] == run_id
+
+    async def after() -> tuple[str, str | None]:
+        async with get_client() as client:
+            run = await client.read_flow_run(uuid.UUID(run_id))
+        artifact = await Artifact.aget(f"canary-admin-{model_slug(model)}")
+        assert run.state is not None
+        return run.state.type.value, artifact.data if artifact else None  # type: ignore[return-value]
+
+    state, markdown = asyncio.run(after())
+    assert state == "CRASHED"
+    assert markdown is not None and "released by cli (stuck)" in markdown
+    status = cli.invoke(app, ["lock", "status", "--model", model])
+    assert json.loads(status.output)["round_lock"]["state"] == "free"
+    again = cli.invoke(app, ["lock", "release", "--model", model, "--reason", "stuck"])
+    assert again.exit_code == 0 and "nothing to release" in again.output
