@@ -26,7 +26,6 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -175,7 +174,3 @@ async def _fix_host(base_url: str, key: str, tag: str) -> None:
                     endpoint["defects"] = []
         response = await http.post(f"{root}/_fleet/scenario", json={"scenario": scenario})
         response.raise_for_status()
-
-
-def demo_home(settings: Settings) -> Path:
-    return settings.home / "demo"

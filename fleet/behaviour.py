@@ -133,6 +133,8 @@ def _tool_calls(req: ChatRequest, defect: str | None, rng: random.Random) -> lis
 
 _TEXT_DEFECTS = {
     "stray_start",
+    "start_prefix",
+    "first_token_drop",
     "language_mix",
     "language_switch",
     "mojibake",
@@ -265,6 +267,12 @@ def _text_reply(defect: Any, locale: str, rng: random.Random, plan: Plan) -> str
     if kind == "stray_start":
         plan.defect = "stray_start"
         return defects.stray_start(text, rng)
+    if kind == "start_prefix":
+        plan.defect = "start_prefix"
+        return defect.prefix + text
+    if kind == "first_token_drop":
+        plan.defect = "first_token_drop"
+        return "".join(bank.chunk_text(text, locale)[1:])
     if kind == "mojibake":
         codec = rng.choice(defect.codecs)
         plan.defect = f"mojibake:{codec}"

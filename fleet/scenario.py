@@ -122,6 +122,20 @@ class StrayStartDefect(_Trigger):
     kind: Literal["stray_start"]
 
 
+class StartPrefixDefect(_Trigger):
+    """A fixed prefix glued before every reply: a model's house style when every endpoint has
+    it, a defect form no rule names when one endpoint has it."""
+
+    kind: Literal["start_prefix"]
+    prefix: str = Field(default='"', min_length=1, max_length=16)
+
+
+class FirstTokenDropDefect(_Trigger):
+    """The first streamed token of the reply is lost (`*She smiles.*` -> `smiles.*`)."""
+
+    kind: Literal["first_token_drop"]
+
+
 class LanguageMixDefect(_Trigger):
     kind: Literal["language_mix"]
     source: str = "pt-BR"
@@ -181,6 +195,8 @@ class ToolBadArgsDefect(_Trigger):
 
 Defect = Annotated[
     StrayStartDefect
+    | StartPrefixDefect
+    | FirstTokenDropDefect
     | LanguageMixDefect
     | LanguageSwitchDefect
     | MojibakeDefect
@@ -351,8 +367,8 @@ def format_validation_error(
 
 _KIND_NAMES = {
     "http_error", "reset", "stream_cut", "midstream_error", "slow_first_token", "misroute",
-    "stray_start", "language_mix", "language_switch", "mojibake", "replacement_chars",
-    "repetition", "truncation", "policy_filter", "schema_break", "tool_unknown_name", "tool_bad_args",
+    "stray_start", "start_prefix", "first_token_drop", "language_mix", "language_switch",
+    "mojibake", "replacement_chars", "repetition", "truncation", "policy_filter", "schema_break", "tool_unknown_name", "tool_bad_args",
 }  # fmt: skip
 
 

@@ -1,5 +1,8 @@
 """Generate a JSON instance that validates against a (subset of) JSON Schema,
-and break one on purpose. Supports objects (properties, required,
+and break one on purpose. A schema's `examples` (the standard annotation) are used as
+they are when present: they are the most realistic instances, and the only way to meet
+invariants JSON Schema cannot state (an invoice's line items summing to its total).
+Otherwise it supports objects (properties, required,
 additionalProperties), strings (enum, const, minLength, maxLength, format),
 integers and numbers (minimum/maximum, exclusive bounds, multipleOf), booleans,
 null, arrays (items, minItems, maxItems), anyOf/oneOf/allOf and local `$ref`.
@@ -181,6 +184,9 @@ def _generate(
     enum = schema.get("enum")
     if isinstance(enum, list) and enum:
         return copy.deepcopy(rng.choice(enum))
+    examples = schema.get("examples")
+    if isinstance(examples, list) and examples:  # the schema's own realistic instances
+        return copy.deepcopy(rng.choice(examples))
     for key in ("anyOf", "oneOf"):
         options = schema.get(key)
         if isinstance(options, list) and options:

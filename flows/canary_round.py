@@ -2,7 +2,9 @@
 
     discover ─► pinned probes (every endpoint, suspended ones and controls too)
              ─► language confirmations (2 more attempts per language failure)
-             ─► majority vote (2 of 3) ─► round verdicts (controls judge the refusal probe)
+             ─► majority vote (2 of 3) ─► peer comparison (each rate contract against the
+                 other endpoints; model-level findings) ─► round verdicts (controls judge
+                 the refusal probe)
              ─► policy step with the capacity floor ─► apply (enforce) / record (observe)
              ─► ledger rows, artifacts, events, admin notifications
 
@@ -27,7 +29,7 @@ probes end in typed outcomes). A ledger that cannot be written leaves the round
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,6 +46,7 @@ from pydantic import BaseModel
 from flows import tasks
 from flows.blind import end_blind
 from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_event, notify_admins
+from flows.peer_step import compare_with_peers, finding_lines, observe_only_reasons, peers_markdown
 from flows.render import decisions_markdown, endpoint_lines, outcome_rows
 from flows.roundlock import round_lock
 from flows.roundplan import RoundPlan, plan_round, round_id, round_index
@@ -52,12 +55,13 @@ from ground.settings import DEFAULT_MODEL, load_settings
 from ground.slugs import model_slug
 from probes.contracts import ControlVerdict, judge_controls
 from probes.errors import DiscoveryError
+from probes.peer_round import PeerRound
 from probes.probeset import ProbeSetResult
 from probes.types import Contract, Endpoint, Outcome
 from quarantine.adapters.lease import Lease, LeaseLostError, LeaseTimeoutError
 from quarantine.blind import blind_discovery, blind_round
 from quarantine.clock import clock_ahead, future_at
-from quarantine.exclusions import excluded_by_layers
+from quarantine.exclusions import IgnoreEntry, excluded_by_layers
 from quarantine.models import Decision, Mode, ModelState, RoundReport
 from quarantine.verdicts import ProviderRound, round_verdict
 
@@ -75,6 +79,8 @@ class RoundSummary(BaseModel):
     decisions: list[dict[str, Any]]
     ignore: list[dict[str, Any]]
     notified: str
+    findings: list[str] = []  # model-level findings of the peer comparison
+    ignored: dict[str, list[str]] = {}  # per endpoint, failures recorded but not counted
     warnings: list[str] = []  # audit material that could not be written (e.g. the ledger)
 
 
@@ -179,6 +185,7 @@ class Judged:
     control_refusals: list[Outcome]
     control_verdict: ControlVerdict
     weak: bool  # the refusal probe is weak this round (a control passed, C5)
+    peers: PeerRound | None = None  # the peer comparison (verdicts, model-level findings)
 
 
 async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) -> Judged:
@@ -188,7 +195,9 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) 
 
     async def probe(endpoint: Endpoint) -> tuple[str, ProbeSetResult]:
         async with gate:
-            result = await tasks.probe_endpoint(endpoint, plan.locales[endpoint.tag])
+            result = await tasks.probe_endpoint(
+                endpoint, plan.locales[endpoint.tag], plan.start_locale
+            )
         logger.info("probed %s: %s", endpoint.tag, _brief(result.outcomes.values()))
         return endpoint.tag, result
 
@@ -215,12 +224,43 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) 
     ]
     control_verdict = judge_controls(control_refusals)
     weak = bool(plan.controls) and control_verdict.weak
+    # every rate contract against the other endpoints of the round (issue 14)
+    peers = compare_with_peers(voted, results, plan.controls)
+    observe_only = observe_only_reasons()
     verdicts = {
-        tag: round_verdict(tag, items, refusal_weak=weak)
-        for tag, items in voted.items()
+        tag: round_verdict(tag, items, refusal_weak=weak, observe_only=observe_only)
+        for tag, items in peers.outcomes.items()
         if tag not in plan.controls
     }
-    return Judged(voted, verdicts, control_refusals, control_verdict, weak)
+    return Judged(peers.outcomes, verdicts, control_refusals, control_verdict, weak, peers)
+
+
+def round_report(
+    plan: RoundPlan,
+    judged: Judged,
+    mode: Mode,
+    exclusions: Sequence[IgnoreEntry],
+    *,
+    round_id: str | None = None,
+    only: Iterable[str] | None = None,
+) -> RoundReport:
+    """The pure round report the policy reads, for a round or (with `only`) for the
+    endpoints a triage records. Excluded tags are counted for the capacity floor (Q4)."""
+    keep = set(only) if only is not None else set(judged.verdicts)
+    return RoundReport(
+        round_id=round_id or plan.round_id,
+        model=plan.model,
+        at=plan.at,
+        mode=mode,
+        rounds={t: v for t, v in judged.verdicts.items() if t in keep},
+        production_tags=plan.production_tags,
+        excluded_tags=excluded_by_layers(
+            exclusions, sorted(plan.production_tags | set(plan.locales))
+        ),
+        language_failed_locales={
+            t: plan.locales[t] for t in tasks.language_failures(judged.voted) if t in keep
+        },
+    )
 
 
 async def _round(
@@ -261,25 +301,10 @@ async def _round(
     if blind is not None:
         return await end_blind(model, plan.round_id, at, blind, settings.notification_block, logger)
     exclusions = await tasks.read_exclusions(model, at)
-    report = RoundReport(
-        round_id=plan.round_id,
-        model=model,
-        at=at,
-        mode=mode,
-        rounds=judged.verdicts,
-        production_tags=plan.production_tags,
-        excluded_tags=excluded_by_layers(
-            exclusions, sorted(plan.production_tags | set(plan.locales))
-        ),
-        language_failed_locales={
-            t: plan.locales[t]
-            for t in tasks.language_failures(judged.voted)
-            if t in judged.verdicts
-        },
-    )
-    tasks.policy_preview(state, report)
+    report = round_report(plan, judged, mode, exclusions)
+    planned = tasks.policy_step(state, report)
     await lease.check()  # never apply under a lock this run no longer holds
-    _new_state, decisions = await tasks.apply_report(report)
+    _new_state, decisions = await tasks.apply_report(report, planned)
     # From here on the state is applied: audit material and alerts are best-effort, so a
     # broken webhook or artifact write cannot fail the run (and hide its decisions).
     summary = await publish(
@@ -338,12 +363,13 @@ async def publish(
                 verdicts=judged.verdicts,
                 ignore=ignore,
                 weak_controls=judged.control_verdict.passed_controls if judged.weak else [],
-            ),
+            )
+            + peers_markdown(judged.peers),
             description=f"Round {plan.round_id}: decisions and evidence",
         )
     with _best_effort(logger, "decision events"):
         emit_decision_events(decisions, round_id=plan.round_id)
-    lines = alert_lines(decisions) + warnings
+    lines = alert_lines(decisions) + finding_lines(judged.peers) + warnings
     if judged.weak:
         passed = list(judged.control_verdict.passed_controls)
         with _best_effort(logger, "weak-probe event"):
@@ -368,6 +394,10 @@ async def publish(
         decisions=[d.model_dump(mode="json") for d in decisions],
         ignore=ignore,
         notified=notified,
+        findings=finding_lines(judged.peers),
+        ignored={
+            t: list(v.ignored_reasons) for t, v in judged.verdicts.items() if v.ignored_reasons
+        },
         warnings=warnings,
     )
 

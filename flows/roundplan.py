@@ -11,6 +11,11 @@ cover different locales and over 17 rounds each endpoint sees every locale.
 An endpoint whose language probe failed keeps that locale for its next round
 (`sticky`), so it cannot escape the consecutive-rounds rule because the
 rotation moved on.
+
+Start samples (C9) are comparable across endpoints only when they answer the same
+prompt: every endpoint of a round gets its extra start prompts in one shared
+locale, `locales[round_index % len(locales)]` (`start_locale`), so the round's
+endpoints form one locale group for the peer comparison (probes/peer_round.py).
 """
 
 from __future__ import annotations
@@ -70,6 +75,14 @@ class RoundPlan:
     # discovered endpoints that serve traffic (usable, not a control), probed or not:
     # the capacity floor counts these even when a round probes a subset (Q4)
     production_tags: frozenset[str] = frozenset()
+    start_locale: str | None = None  # the locale of every endpoint's start samples
+
+
+def start_locale(locales: Sequence[str], index: int) -> str:
+    """The locale all endpoints' start samples share in round `index`."""
+    if not locales:
+        raise PlanError("at least one locale is required")
+    return locales[index % len(locales)]
 
 
 def plan_round(
@@ -109,6 +122,7 @@ def plan_round(
         production_tags=frozenset(
             e.tag for e in endpoints if e.usable and e.tag not in control_set
         ),
+        start_locale=start_locale(locales, round_index(at)),
     )
 
 

@@ -9,20 +9,31 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import NamedTuple
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from ground.settings import load_settings
 from probes.client import ProbeClient
 from probes.probeset import ProbeSetResult, confirm_language, majority, run_probe_set
 from probes.types import Contract, Endpoint, Outcome, OutcomeStatus
+from probes.unjudged import refused_everything, unjudged_outcomes, unjudged_set
 from quarantine.adapters.ignore import aignore_list
 from quarantine.adapters.ledger import Ledger
 from quarantine.adapters.store import aload_state, aupdate_state
 from quarantine.exclusions import IgnoreEntry
 from quarantine.models import Decision, ModelState, RoundReport
 from quarantine.policy import step
+from wire.text import Scrubber, upstream_text
+
+
+class Planned(NamedTuple):
+    """A policy step computed on the state of revision `base_revision`."""
+
+    base_revision: int
+    state: ModelState
+    decisions: list[Decision]
 
 
 @task(name="discover", cache_policy=NO_CACHE, retries=0)
@@ -44,19 +55,44 @@ async def read_exclusions(model: str, at: datetime) -> list[IgnoreEntry]:
 
 
 @task(name="pinned-probes", task_run_name="probe {endpoint.tag} [{locale}]", cache_policy=NO_CACHE)
-async def probe_endpoint(endpoint: Endpoint, locale: str) -> ProbeSetResult:
-    """C2-C9: one pinned probe set against one endpoint in one locale."""
+async def probe_endpoint(
+    endpoint: Endpoint, locale: str, start_locale: str | None = None
+) -> ProbeSetResult:
+    """C2-C9: one pinned probe set against one endpoint in one locale (start samples in
+    the round's shared `start_locale`). Whatever the
+    endpoint sent, this returns typed outcomes (probes/unjudged.py): an exception while
+    probing or judging it freezes that endpoint, never fails the round."""
     settings = load_settings()
-    async with ProbeClient.from_settings(settings) as client:
-        return await run_probe_set(
-            client,
-            endpoint,
-            locale,
-            ttft_threshold_s=settings.ttft_threshold_s,
-            max_tokens=settings.probe_max_tokens,
-            start_min_replies=settings.start_anomaly_min_replies,
-            start_share=settings.start_anomaly_share,
-        )
+    try:
+        async with ProbeClient.from_settings(settings) as client:
+            result = await run_probe_set(
+                client,
+                endpoint,
+                locale,
+                start_samples=settings.start_samples,
+                ttft_threshold_s=settings.ttft_threshold_s,
+                max_tokens=settings.probe_max_tokens,
+                start_min_replies=settings.start_anomaly_min_replies,
+                start_share=settings.start_anomaly_share,
+                start_locale=start_locale,
+            )
+    except Exception as exc:
+        _log_unjudged(endpoint, exc)
+        return unjudged_set(endpoint, locale, exc)
+    return refused_everything(result)
+
+
+def _log_unjudged(endpoint: Endpoint, exc: BaseException) -> None:
+    """One line, the exception's type and scrubbed message (no traceback: it could quote
+    provider bytes)."""
+    key = load_settings().api_key
+    scrub = Scrubber(key.get_secret_value() if key else None)
+    get_run_logger().warning(
+        "probing %s raised %s (%s); its outcomes are invalid_response (frozen)",
+        endpoint.tag,
+        type(exc).__name__,
+        upstream_text(str(exc), scrub, 200),
+    )
 
 
 @task(
@@ -67,10 +103,14 @@ async def probe_endpoint(endpoint: Endpoint, locale: str) -> ProbeSetResult:
 async def confirm_language_task(endpoint: Endpoint, locale: str) -> list[Outcome]:
     """C8: two immediate confirmation attempts in the same locale."""
     settings = load_settings()
-    async with ProbeClient.from_settings(settings) as client:
-        return await confirm_language(
-            client, endpoint, locale, attempts=2, max_tokens=settings.probe_max_tokens
-        )
+    try:
+        async with ProbeClient.from_settings(settings) as client:
+            return await confirm_language(
+                client, endpoint, locale, attempts=2, max_tokens=settings.probe_max_tokens
+            )
+    except Exception as exc:
+        _log_unjudged(endpoint, exc)
+        return unjudged_outcomes(endpoint, locale, exc, attempts=2)
 
 
 @task(name="majority-vote", cache_policy=NO_CACHE)
@@ -100,20 +140,27 @@ def language_failures(outcomes: Mapping[str, Sequence[Outcome]]) -> list[str]:
 
 
 @task(name="policy-step (capacity floor)", cache_policy=NO_CACHE)
-def policy_preview(state: ModelState, report: RoundReport) -> list[Decision]:
-    """Q1-Q6: what the policy decides on the state read at the start of the round,
-    capacity floor included (the apply step re-runs it under the state lock)."""
-    return step(state, report, load_settings().policy)[1]
+def policy_step(state: ModelState, report: RoundReport) -> Planned:
+    """Q1-Q6: what the policy decides on the state the round read (capacity floor
+    included); `apply_report` stores it unless the state changed meanwhile."""
+    return Planned(state.revision, *step(state, report, load_settings().policy))
 
 
 @task(name="apply", task_run_name="{report.mode.value}: apply decisions", cache_policy=NO_CACHE)
 async def apply_report(
-    report: RoundReport, lock_held: bool = False
+    report: RoundReport, planned: Planned | None = None, lock_held: bool = False
 ) -> tuple[ModelState, list[Decision]]:
-    """Enforce or observe (Q3): run the policy on the freshest state under the
-    model's state lock and store the result (revision-checked)."""
+    """Enforce or observe (Q3): store the planned step under the model's state lock,
+    revision-checked; the policy runs again only if the stored state is not the one it was
+    planned on (an admin write slipped in)."""
     config = load_settings().policy
-    return await aupdate_state(report.model, lambda s: step(s, report, config), lock_held=lock_held)
+
+    def update(current: ModelState) -> tuple[ModelState, list[Decision]]:
+        if planned is not None and current.revision == planned.base_revision:
+            return planned.state, planned.decisions
+        return step(current, report, config)
+
+    return await aupdate_state(report.model, update, lock_held=lock_held)
 
 
 @task(name="record-ledger", cache_policy=NO_CACHE)

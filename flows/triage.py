@@ -19,14 +19,12 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact
 
 from flows import tasks
-from flows.canary_round import probe_and_judge, stored_mode
+from flows.canary_round import probe_and_judge, round_report, stored_mode
 from flows.render import transcripts_markdown
 from flows.roundplan import plan_round
 from ground.settings import load_settings
 from ground.slugs import model_slug
 from probes.types import Contract, Outcome, Transcript
-from quarantine.exclusions import excluded_by_layers
-from quarantine.models import RoundReport
 
 
 @flow(name="triage", flow_run_name="triage {provider} ({model})")
@@ -96,17 +94,13 @@ async def _record(
     )
     judged = await probe_and_judge(plan, settings.probe_concurrency, logger)
     exclusions = await tasks.read_exclusions(model, now)
-    report = RoundReport(
+    report = round_report(
+        plan,
+        judged,
+        stored_mode(state, settings.mode),
+        exclusions,
         round_id=f"triage-{tag}@{now:%Y-%m-%dT%H:%M:%SZ}",
-        model=model,
-        at=now,
-        mode=stored_mode(state, settings.mode),
-        rounds={tag: judged.verdicts[tag]},
-        production_tags=plan.production_tags,
-        excluded_tags=excluded_by_layers(exclusions, sorted(plan.production_tags | {tag})),
-        language_failed_locales={
-            t: locale for t in tasks.language_failures(judged.voted) if t == tag
-        },
+        only=[tag],
     )
     _state, decisions = await tasks.apply_report(report)
     tasks.record_ledger(report, {tag: judged.voted[tag]}, decisions)

@@ -187,6 +187,21 @@ class Settings(BaseSettings):
     probe_max_tokens: int = Field(default=300, gt=0)
     start_anomaly_min_replies: int = Field(default=3, ge=1)
     start_anomaly_share: float = Field(default=0.15, gt=0, le=1)
+    start_samples: int = Field(
+        default=6, ge=0, description="Extra start replies per endpoint and round (issue 14 power)."
+    )
+    peer_alpha: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description="Family-wise error of the peer comparison per contract.",
+    )
+    peer_min_effect: float = Field(
+        default=0.15, ge=0, le=1, description="How far above its peers' rate a host must be."
+    )
+    start_peer_outlier_enforce: bool = Field(
+        default=False, description="Count `start:peer_outlier` as a failure (else evidence only)."
+    )
 
     # ---- quarantine/ -------------------------------------------------------
     mode: Literal["observe", "enforce"] = "observe"
@@ -254,6 +269,31 @@ class Settings(BaseSettings):
         default=0.25, gt=0, description="Bound on one provider.ignore fetch (else built-in layer)."
     )
     routing_max_connections: int = Field(default=200, ge=1)
+    # bounds on what an upstream or a client can make the gateway hold (README: Security)
+    routing_max_error_body_bytes: int = Field(
+        default=64_000,
+        ge=1024,
+        description="An upstream error body is read up to this; the rest is never read.",
+    )
+    routing_max_line_bytes: int = Field(
+        default=1_000_000,
+        ge=1024,
+        description="Longest upstream SSE line; a longer one is an invalid response (fallback).",
+    )
+    routing_max_reply_bytes: int = Field(
+        default=8_000_000,
+        ge=1024,
+        description="Largest upstream reply; a larger one is an invalid response (fallback).",
+    )
+    gateway_keep_alive_s: float = Field(
+        default=5.0, gt=0, description="An idle client connection is closed after this."
+    )
+    gateway_header_timeout_s: float = Field(
+        default=10.0, gt=0, description="A client must send its request headers within this."
+    )
+    gateway_body_timeout_s: float = Field(
+        default=30.0, gt=0, description="A client must send its request body within this (408)."
+    )
 
     @field_validator("models", "locales", "control_providers", "gateway_keys", mode="before")
     @classmethod

@@ -226,10 +226,12 @@ class ProbeClient:
             )
         try:
             return parse_endpoints(jsonio.loads(body), model, scrub=self._scrub)
-        except ValueError as exc:
+        except Exception as exc:  # any parse failure is this one typed error (never chained:
+            # a cause's message could hold unscrubbed provider text)
+            detail = str(exc) if isinstance(exc, ValueError) else type(exc).__name__
             raise MalformedDiscoveryPayload(
-                model, upstream_text(str(exc), self._scrub), status=status
-            ) from exc
+                model, upstream_text(detail, self._scrub, 300), status=status
+            ) from None
 
     @staticmethod
     async def _read_bounded(response: httpx.Response, limit: int) -> bytes | None:
@@ -330,6 +332,16 @@ class ProbeClient:
             transcript.transport_error = "decoding_error"  # a broken content-encoding
         except httpx.HTTPError:
             transcript.transport_error = "network_error"
+        except Exception as exc:  # provider bytes no reader of ours expected: this probe's
+            # typed outcome (`invalid_response`), never the round's failure
+            transcript.transport_error = "invalid_response"
+            log.warning(
+                "probe %s %s: unreadable reply (%s: %s)",
+                endpoint.tag,
+                contract.value,
+                type(exc).__name__,
+                upstream_text(str(exc), self._scrub, 200),
+            )
         transcript.total_s = time.perf_counter() - started
         if (
             transcript.transport_error is None

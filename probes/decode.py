@@ -6,6 +6,7 @@ scrubbing) is `wire/`; the client (probes/client.py) is the thin I/O shell.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import ValidationError
@@ -14,13 +15,28 @@ from probes.types import Endpoint, Pricing, Transcript
 from wire import jsonio
 from wire.chunks import provider_of, usage_of
 from wire.errors import parse_error
-from wire.text import NO_SECRET, Scrubber, upstream_text
+from wire.text import NO_SECRET, Scrubber, upstream_text, valid_unicode
 
 
 def _float(value: Any) -> float:
     if value is None or value == "":
         return 0.0
+    if isinstance(value, str) and len(value) > 64:
+        raise ValueError("a price longer than 64 characters")
     return float(value)
+
+
+def _status(value: Any) -> int:
+    """The endpoint's `status`: an integer (0 when absent); NaN, infinities and 20-digit
+    numbers are refused (ValueError)."""
+    if value is None:
+        return 0
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"status {value!r} is not a number")
+    number = int(value)
+    if abs(number) > 1_000_000:
+        raise ValueError("status out of range")
+    return number
 
 
 def parse_endpoints(payload: Any, model: str, *, scrub: Scrubber = NO_SECRET) -> list[Endpoint]:
@@ -64,7 +80,7 @@ def parse_endpoints(payload: Any, model: str, *, scrub: Scrubber = NO_SECRET) ->
                     quantization=text(row["quantization"], 50)
                     if isinstance(row.get("quantization"), str)
                     else row.get("quantization"),
-                    status=int(status if status is not None else 0),
+                    status=_status(status),
                     context_length=row.get("context_length"),
                     max_completion_tokens=row.get("max_completion_tokens"),
                     max_prompt_tokens=row.get("max_prompt_tokens"),
@@ -81,9 +97,11 @@ def parse_endpoints(payload: Any, model: str, *, scrub: Scrubber = NO_SECRET) ->
             )
         except KeyError as exc:
             raise ValueError(f"endpoints[{index}] lacks {exc.args[0]!r}") from exc
-        except (TypeError, ValidationError, ValueError, AttributeError) as exc:
-            first = (str(exc).splitlines() or [type(exc).__name__])[0]
-            raise ValueError(f"endpoints[{index}] ({text(row.get('tag'), 80)!r}): {first}") from exc
+        except (TypeError, ValidationError, ValueError, AttributeError, OverflowError) as exc:
+            first = text((str(exc).splitlines() or [type(exc).__name__])[0], 200)
+            raise ValueError(
+                f"endpoints[{index}] ({text(row.get('tag'), 80)!r}): {first}"
+            ) from None
     return out
 
 
@@ -125,7 +143,7 @@ class StreamRecorder:
         ):
             self.t.served_by = provider  # keep the first one that disagrees with the pin
         if self.t.generation_id is None and isinstance(chunk.get("id"), str):
-            self.t.generation_id = self.scrub(chunk["id"][:200])
+            self.t.generation_id = upstream_text(chunk["id"], self.scrub, 200)  # scrub, then cut
         if chunk.get("error"):
             self.t.error = parse_error(chunk, in_band=self.t.http_status == 200, scrub=self.scrub)
         usage = usage_of(chunk)
@@ -156,5 +174,5 @@ class StreamRecorder:
             )
 
     def finish(self) -> Transcript:
-        self.t.text = self.scrub("".join(self._parts))
+        self.t.text = valid_unicode(self.scrub("".join(self._parts)))  # no lone surrogates
         return self.t

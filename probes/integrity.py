@@ -2,7 +2,8 @@
 
 Pure functions from a reply's text to an `Outcome` (contract START):
 
-    check_response_start(text, locale)  stray punctuation / foreign token fragment before the text
+    check_response_start(text, locale)  stray punctuation / foreign token fragment / template leak /
+                                        invisible bytes / broken emphasis before the text
     check_repetition(text)              repeated n-grams, runs and sentences (a loop)
     check_encoding(text, locale)        mojibake (ftfy), U+FFFD, control characters, mixed-script words
     check_reply(text, locale)           the three above for one reply
@@ -23,6 +24,7 @@ from pathlib import Path
 from ftfy.badness import is_bad
 
 from probes.locale_spec import LocaleSpec, locale_spec
+from probes.start_fragments import fragment_start, invisible_start, leak_start
 from probes.textutil import (
     MAX_ANALYSED_CHARS,
     REPLACEMENT,
@@ -91,13 +93,20 @@ def _start_defect(s: str, spec: LocaleSpec) -> str | None:
     return None
 
 
+# Characters of the opening judged: enough for the first line's emphasis to close.
+START_CHARS = 600
+
+
 def check_response_start(text: str, locale: str) -> Outcome:
-    """Fail (`stray_start`) when the reply opens with stray punctuation or a token fragment."""
+    """Fail (`stray_start`) when the reply opens with stray punctuation, a token fragment,
+    a template leak, invisible bytes or broken emphasis (probes/start_fragments.py)."""
     spec = locale_spec(locale)
-    s = _lstrip_invisible(prepare(text)[:200])
+    s = _lstrip_invisible(prepare(text)[:START_CHARS])
     if not s:
         return _out(OutcomeStatus.INCONCLUSIVE, "empty", locale, {})
-    kind = _start_defect(s, spec)
+    kind = (
+        invisible_start(text) or leak_start(s) or _start_defect(s, spec) or fragment_start(s, spec)
+    )
     ev = {"start": excerpt(s, 40)}
     if kind:
         return _out(OutcomeStatus.FAIL, "stray_start", locale, {**ev, "kind": kind})

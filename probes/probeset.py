@@ -7,7 +7,8 @@ for an endpoint that does not advertise structured output):
     language    the locale's role-play turn   → LANGUAGE (C7), LATENCY (C3), START (C9)
     refusal     the fixed role-play continuation → REFUSAL (C4), LATENCY, START
     structured  the small JSON object           → STRUCTURED (C6) (skipped: unsupported)
-    start × n   a second role-play turn          → LATENCY, START
+    start × n   a second role-play turn          → LATENCY, START (in `start_locale`: the
+                round sends every endpoint the same start prompts, so they are comparable)
 
 LATENCY over all text requests: fail when at least half of the judged requests
 had no text within the threshold (one slow request alone is noise). START is
@@ -136,11 +137,14 @@ async def run_probe_set(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     start_min_replies: int = MIN_REPLIES,
     start_share: float = MIN_SHARE,
+    start_locale: str | None = None,
 ) -> ProbeSetResult:
     """Probe one endpoint in one locale; returns transcripts and outcomes per contract.
 
     `max_tokens` caps every request; `start_min_replies` / `start_share` are the C9 share
     verdict's floor and share (settings `start_anomaly_min_replies` / `start_anomaly_share`).
+    `start_locale` (default `locale`): the locale of the start samples; a round gives every
+    endpoint the same one, so their replies are comparable (probes/peer_round.py).
     """
     threshold = ttft_threshold_s if ttft_threshold_s is not None else client.ttft_threshold_s
     structured = endpoint.supports_structured_output
@@ -163,8 +167,8 @@ async def run_probe_set(
             client.probe(
                 endpoint,
                 Contract.START,
-                prompt_for(Contract.START, locale),
-                locale=locale,
+                prompt_for(Contract.START, start_locale or locale),
+                locale=start_locale or locale,
                 max_tokens=max_tokens,
             )
             for _ in range(start_samples)
@@ -184,7 +188,7 @@ async def run_probe_set(
     transcripts = list(await asyncio.gather(*jobs))
     lang_t, refusal_t = transcripts[0], transcripts[1]
     text_ts = [t for t in transcripts if t.contract is not Contract.STRUCTURED]
-    replies = [o for o in (reply_outcome(t, locale) for t in text_ts) if o is not None]
+    replies = [o for o in (reply_outcome(t, t.locale or locale) for t in text_ts) if o is not None]
     start = judge_start_share(
         replies, min_replies=start_min_replies, min_share=start_share
     ).model_copy(update={"tag": endpoint.tag, "locale": locale})

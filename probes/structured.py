@@ -18,7 +18,7 @@ No repair beyond trimming whitespace (SPEC R7).
 
 from __future__ import annotations
 
-import json
+import itertools
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -27,6 +27,10 @@ from jsonschema.exceptions import best_match
 from probes.refusal import match_refusal
 from probes.transport import classify_transport, outcome
 from probes.types import Contract, Endpoint, Outcome, OutcomeStatus, Transcript
+from wire import jsonio
+
+MAX_DEPTH = 16  # the probe object is 2 levels deep; deeper output is not the object asked for
+MAX_ERRORS = 50  # schema errors collected (a reply with thousands of keys has thousands)
 
 PROBE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -60,11 +64,11 @@ def validate_object(text: str) -> tuple[str, dict[str, object]] | None:
     """None when `text` is a valid probe object, else (reason, evidence)."""
     body = text.strip()
     try:
-        value = json.loads(body)
-    except ValueError as exc:
-        pos = getattr(exc, "pos", None)
-        return "invalid_json", {"error": str(exc)[:160], "pos": pos, "excerpt": body[:120]}
-    errors = list(_VALIDATOR.iter_errors(value))
+        # bounded and strict: no NaN / Infinity, at most MAX_DEPTH levels, 100-digit integers
+        value = jsonio.loads(body, max_depth=MAX_DEPTH, strict=True)
+    except jsonio.WireJSONError as exc:
+        return "invalid_json", {"error": str(exc)[:160], "excerpt": body[:120]}
+    errors = list(itertools.islice(_VALIDATOR.iter_errors(value), MAX_ERRORS))
     if not errors:
         return None
     worst = best_match(errors)

@@ -70,6 +70,12 @@ class ProviderState(BaseModel):
         """Whether a suspension (real or shadow) is in force at `now`."""
         return self.until is not None and self.until > now
 
+    def end_suspension(self, at: datetime) -> None:
+        """End the (real or shadow) suspension at `at`: expiry, early reinstatement, a
+        lift or a mode switch. The ladder rung stays (forgetting is a decision of its own)."""
+        self.suspended_until = self.shadow_suspended_until = self.suspended_at = None
+        self.last_suspension_end = at
+
 
 class ModelState(BaseModel):
     """All endpoints of one model, as stored (one Prefect block document per model)."""

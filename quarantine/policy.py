@@ -86,8 +86,7 @@ def _advance_time(
                 rung=ps.suspensions,
             )
         )
-        ps.suspended_until = ps.shadow_suspended_until = ps.suspended_at = None
-        ps.last_suspension_end = until
+        ps.end_suspension(until)
     end = ps.last_suspension_end
     if ps.suspensions and ps.until is None and end is not None and now - end >= config.forget_after:
         out.append(
@@ -183,8 +182,7 @@ def switch_mode(
     affected: list[str] = []
     for tag, ps in sorted(new.providers.items()):
         if mode is Mode.ENFORCE and ps.shadow_suspended_until is not None:
-            ps.shadow_suspended_until = ps.suspended_at = None
-            ps.last_suspension_end = now
+            ps.end_suspension(now)
             affected.append(tag)
         elif mode is Mode.OBSERVE and ps.suspended(now):
             affected.append(tag)  # kept as they are, just not enforced while observing
@@ -245,8 +243,7 @@ def step(
                     round_ids=tuple(ps.streak_round_ids),
                 )
             )
-            ps.suspended_until = ps.shadow_suspended_until = ps.suspended_at = None
-            ps.last_suspension_end = now
+            ps.end_suspension(now)
 
     candidates = [
         tag
@@ -318,8 +315,7 @@ def lift(
         evidence=tuple(ps.last_reasons),
         actor=actor,
     )
-    ps.suspended_until = ps.shadow_suspended_until = ps.suspended_at = None
-    ps.last_suspension_end = now
+    ps.end_suspension(now)
     ps.consecutive_failed_rounds = ps.consecutive_clean_rounds = 0
     ps.streak_round_ids, ps.streak_reasons = [], []
     new.updated_at = now

@@ -7,11 +7,13 @@
 
 With `refusal_weak=True` (the positive controls unexpectedly passed, SPEC C5) a REFUSAL
 failure does not count towards the verdict; it is kept in `ignored_reasons` as evidence.
+Failures whose `contract:reason` is in `observe_only` (e.g. `start:peer_outlier` while it is
+being observed) are kept there too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -45,17 +47,25 @@ def _reason(outcome: Outcome) -> str:
 
 
 def round_verdict(
-    tag: str, outcomes: Sequence[Outcome], *, refusal_weak: bool = False
+    tag: str,
+    outcomes: Sequence[Outcome],
+    *,
+    refusal_weak: bool = False,
+    observe_only: Collection[str] = (),
 ) -> ProviderRound:
     """The round verdict of endpoint `tag` from its outcomes (see module docstring)."""
     counted = [
         o
         for o in outcomes
-        if o.is_failure and not (refusal_weak and o.contract is Contract.REFUSAL)
+        if o.is_failure
+        and not (refusal_weak and o.contract is Contract.REFUSAL)
+        and _reason(o) not in observe_only
     ]
     ignored = [o for o in outcomes if o.is_failure and o not in counted]
     unjudged = {o.contract for o in outcomes if o.status in _NO_VERDICT}
-    failed_contracts = {o.contract for o in outcomes if o.is_failure}
+    failed_contracts = {
+        o.contract for o in outcomes if o.is_failure and _reason(o) not in observe_only
+    }
     judged = {o.contract for o in outcomes} - unjudged - failed_contracts
     if counted:
         verdict = RoundVerdict.FAILED

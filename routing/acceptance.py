@@ -18,7 +18,6 @@ field is ever invented or rewritten.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +29,7 @@ from routing.contracts import Contract
 from routing.response import Completion
 from routing.schemas import SchemaRegistry
 from routing.semantic import VALIDATORS
+from wire import jsonio
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,9 @@ def accept(
     so = contract.structured_output
     if so.required and so.schema_id:
         try:
-            parsed = json.loads(content)
-        except json.JSONDecodeError as exc:
-            return Rejection("malformed_json", f"{exc.msg} at {exc.pos}")
+            parsed = jsonio.loads(content, strict=True)  # bounded: depth, integer size, NaN
+        except jsonio.WireJSONError as exc:
+            return Rejection("malformed_json", str(exc)[:200])
         errors = sorted(
             schemas.validator(so.schema_id).iter_errors(parsed), key=lambda e: list(e.path)
         )
@@ -85,9 +85,9 @@ def accept(
         if spec is None:
             return Rejection("unknown_tool", call.name[:64])
         try:
-            args = json.loads(call.arguments or "{}")
-        except json.JSONDecodeError as exc:
-            return Rejection("tool_args_malformed", f"{call.name}: {exc.msg}")
+            args = jsonio.loads(call.arguments or "{}", strict=True)
+        except jsonio.WireJSONError as exc:
+            return Rejection("tool_args_malformed", f"{call.name[:64]}: {str(exc)[:120]}")
         errors = list(Draft202012Validator(spec.parameters).iter_errors(args))
         if errors:
             return Rejection("tool_args_invalid", f"{call.name}: {errors[0].message[:200]}")

@@ -9,6 +9,7 @@ on it, and hands the still-open call back so tokens can be released.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 
 from probes.integrity import stray_start_kind
 from routing.acceptance import Accepted, accept
+from routing.attribution import attribute, client_shaping
 from routing.classify import Classification, Rejection, classify
 from routing.contracts import Contract
 from routing.deadline import AttemptBudget
@@ -24,6 +26,9 @@ from routing.response import Completion
 from routing.routes import Route
 from routing.schemas import SchemaRegistry
 from routing.upstream import Upstream, UpstreamCall
+from wire.text import Scrubber, upstream_text
+
+log = logging.getLogger(__name__)
 
 # what a client may not set: the gateway owns model choice, routing and streaming (ignored)
 _OWNED_KEYS = {"model", "models", "provider", "stream", "stream_options", "route", "transforms"}
@@ -119,11 +124,13 @@ async def run_attempt(
     stream_release: bool,
     clock: Callable[[], float] = time.monotonic,
     result: AttemptResult | None = None,
+    client_params: tuple[str, ...] = (),
 ) -> AttemptResult:
     """Run one attempt within `budget`; never raises for upstream failures (they are classified).
 
     `result` may be passed in so a caller that cancels the attempt (hedging) still sees
-    how far it got."""
+    how far it got. `client_params`: the output-shaping parameters the client set
+    (`routing.attribution.client_shaping` of its body); an acceptance rejection carries them."""
     res = result or AttemptResult(route=route, started=clock())
     call = upstream.call(body, budget)
     handed_over = False
@@ -145,9 +152,8 @@ async def run_attempt(
                         break
                 res.head = head
                 if call.assembler.completion.done or call.assembler.completion.error is not None:
-                    _judge(
-                        res, call, contract, schemas, body
-                    )  # the whole reply is here: full acceptance
+                    # the whole reply is here: full acceptance
+                    _judge(res, call, contract, schemas, body, client_params)
                     if res.classification is None:
                         res.output_started = True
                     return res
@@ -163,7 +169,7 @@ async def run_attempt(
                 kind = stray_start_kind(head, contract.locale)
                 if kind is not None:
                     res.rejection = Rejection("stray_start", kind)
-                    res.classification = classify(res.rejection)
+                    res.classification = attribute(classify(res.rejection), client_params)
                     return res
                 res.call, res.rest, handed_over = call, pieces, True
                 res.output_started = True
@@ -171,13 +177,13 @@ async def run_attempt(
             async for _ in pieces:
                 if res.ttft_s is None:
                     res.ttft_s = clock() - res.started
-            _judge(res, call, contract, schemas, body)
+            _judge(res, call, contract, schemas, body, client_params)
             return res
     except asyncio.CancelledError:
         raise
-    except Exception as exc:  # every failure is classified; an unknown type raises TypeError
+    except Exception as exc:  # every failure is classified, the unforeseen ones included
         res.output_started = call.output_started
-        res.classification = classify(exc, output_started=call.output_started)
+        res.classification = classify_unforeseen(exc, call.output_started, upstream.scrub)
         return res
     finally:
         res.ended = clock()
@@ -185,6 +191,23 @@ async def run_attempt(
         res.output_started = res.output_started or call.output_started
         if not handed_over:
             await call.aclose()
+
+
+def classify_unforeseen(
+    exc: BaseException, output_started: bool, scrub: Scrubber
+) -> Classification:
+    """`classify(exc)`; an exception type the classifier does not map (a reply shape no
+    reader of ours foresaw) is an invalid response: logged on one line, and the router
+    falls back instead of answering 500."""
+    try:
+        return classify(exc, output_started=output_started)
+    except TypeError:
+        log.warning(
+            "unforeseen %s in an upstream attempt, classified invalid_response: %s",
+            type(exc).__name__,
+            upstream_text(str(exc), scrub, 200),
+        )
+        return Classification(F.INVALID_RESPONSE, f"unexpected_{type(exc).__name__}"[:64])
 
 
 def end_verdict(
@@ -197,7 +220,7 @@ def end_verdict(
         return None
     if client_truncated(body, completion):
         return Classification(F.PERMANENT, "max_tokens_too_small")
-    return classify(verdict)
+    return attribute(classify(verdict), client_shaping(body))
 
 
 def _ambiguous_or_invalid(call: UpstreamCall) -> F:
@@ -210,6 +233,7 @@ def _judge(
     contract: Contract,
     schemas: SchemaRegistry,
     body: dict[str, Any],
+    client_params: tuple[str, ...],
 ) -> None:
     comp = call.assembler.completion
     res.completion = comp
@@ -225,7 +249,7 @@ def _judge(
     verdict = accept(comp, contract, schemas)
     if isinstance(verdict, Rejection):
         res.rejection = verdict
-        res.classification = classify(verdict)
+        res.classification = attribute(classify(verdict), client_params)
         if client_truncated(body, comp):
             # the client's own max_tokens cut the reply: its request, not the route (R9)
             res.classification = Classification(F.PERMANENT, "max_tokens_too_small")

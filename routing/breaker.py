@@ -14,7 +14,13 @@ Only failures of classes that are the route's own fault count
 (`FailureClass.counts_against_route`): a client's bad request (permanent) or
 a route incompatibility never touches a circuit. `now` is always passed in;
 nothing here reads a clock. `BreakerBoard` is the thin mutable shell that
-keeps one state per (route, class) and the event log.
+keeps one state per (route, scope, class) and the event log.
+
+Scopes: the router gives each workload its own circuits on a route (scope = the
+workload), so the requests of one workload (their contract, their clients'
+parameters) can never open a route's circuit for another. A method called without
+`scope` reads or admits every scope of the route (what a caller that does not
+scope, such as a test of one workload, expects); `record` without one uses "".
 """
 
 from __future__ import annotations
@@ -164,32 +170,36 @@ class RecordedEvent:
     failure_class: FailureClass
     at: float
     event: Event
+    scope: str = ""
+
+
+Key = tuple[str, str, FailureClass]  # route id, scope (the workload), failure class
 
 
 class BreakerBoard:
-    """One breaker per (route, failure class); a thin mutable shell around `step`."""
+    """One breaker per (route, scope, failure class); a thin mutable shell around `step`."""
 
     def __init__(self, config: BreakerConfig = _DEFAULT) -> None:
         self.config = config
-        self.states: dict[tuple[str, FailureClass], BreakerState] = {}
-        self.windows: dict[str, tuple[tuple[float, bool], ...]] = {}  # route -> outcomes
+        self.states: dict[Key, BreakerState] = {}
+        self.windows: dict[tuple[str, str], tuple[tuple[float, bool], ...]] = {}  # outcomes
         self.log: list[RecordedEvent] = []
 
-    def _apply(self, key: tuple[str, FailureClass], event: Input, now: float) -> list[Event]:
+    def _apply(self, key: Key, event: Input, now: float) -> list[Event]:
         state, events = step(self.states.get(key, BreakerState()), event, now, self.config)
         self.states[key] = state
-        self.log.extend(RecordedEvent(key[0], key[1], now, e) for e in events)
+        self.log.extend(RecordedEvent(key[0], key[2], now, e, key[1]) for e in events)
         if len(self.log) > 10_000:
             del self.log[:5_000]
         return events
 
-    def _keys(self, route_id: str) -> list[tuple[str, FailureClass]]:
-        return [k for k in self.states if k[0] == route_id]
+    def _keys(self, route_id: str, scope: str | None) -> list[Key]:
+        return [k for k in self.states if k[0] == route_id and (scope is None or k[1] == scope)]
 
-    def status(self, route_id: str, now: float) -> CircuitStatus:
+    def status(self, route_id: str, now: float, scope: str | None = None) -> CircuitStatus:
         """The worst status of the route's circuits (an elapsed OPEN reads as HALF_OPEN)."""
         worst = CircuitStatus.CLOSED
-        for key in self._keys(route_id):
+        for key in self._keys(route_id, scope):
             s = self.states[key]
             if s.status is CircuitStatus.OPEN:
                 ready = s.opened_at is not None and now - s.opened_at >= self.config.open_for_s
@@ -200,56 +210,61 @@ class BreakerBoard:
                 worst = CircuitStatus.HALF_OPEN
         return worst
 
-    def admit(self, route_id: str, now: float) -> bool:
+    def admit(self, route_id: str, now: float, scope: str | None = None) -> bool:
         """Ask every circuit of the route; admitted only if none rejects (no partial claims)."""
-        keys = self._keys(route_id)
+        keys = self._keys(route_id, scope)
         for key in keys:
             _, events = step(self.states[key], Admit(), now, self.config)
             if any(isinstance(e, CallRejected) for e in events):
-                self.log.append(
-                    RecordedEvent(key[0], key[1], now, CallRejected(self.states[key].status))
-                )
+                rejected = CallRejected(self.states[key].status)
+                self.log.append(RecordedEvent(key[0], key[2], now, rejected, key[1]))
                 return False
         for key in keys:
             if self.states[key].status is not CircuitStatus.CLOSED:
                 self._apply(key, Admit(), now)
         return True
 
-    def _seed_windows(self, route_id: str, now: float) -> None:
-        """Every closed circuit of the route judges its error rate over the route's one
-        outcome window (successes included, even those before the class first failed)."""
-        window = _prune(self.windows.get(route_id, ()), now, self.config.window_s)
-        self.windows[route_id] = window
-        for key in self._keys(route_id):
+    def _seed_windows(self, route_id: str, scope: str, now: float) -> None:
+        """Every closed circuit of the route (in this scope) judges its error rate over the
+        scope's one outcome window (successes included, even those before the class first
+        failed)."""
+        window = _prune(self.windows.get((route_id, scope), ()), now, self.config.window_s)
+        self.windows[(route_id, scope)] = window
+        for key in self._keys(route_id, scope):
             if self.states[key].status is CircuitStatus.CLOSED:
                 self.states[key] = replace(self.states[key], window=window)
 
-    def record(self, route_id: str, failure_class: FailureClass | None, now: float) -> None:
-        """Feed an attempt's verdict: None = success (to every circuit of the route)."""
+    def record(
+        self, route_id: str, failure_class: FailureClass | None, now: float, scope: str = ""
+    ) -> None:
+        """Feed an attempt's verdict: None = success (to every circuit of the route in
+        `scope`)."""
+        where = (route_id, scope)
         if failure_class is None:
-            self._seed_windows(route_id, now)
-            for key in self._keys(route_id):
+            self._seed_windows(route_id, scope, now)
+            for key in self._keys(route_id, scope):
                 self._apply(key, Succeeded(), now)
-            self.windows[route_id] = (*self.windows[route_id], (now, False))
+            self.windows[where] = (*self.windows[where], (now, False))
             return
-        target = (route_id, failure_class)
+        target = (route_id, scope, failure_class)
         counts = failure_class.counts_against_route
         if counts:
-            self._seed_windows(route_id, now)
+            self._seed_windows(route_id, scope, now)
             self.states.setdefault(
-                target, BreakerState(window=self.windows[route_id])
+                target, BreakerState(window=self.windows[where])
             )  # a class failing for the first time starts from the route's window
             self._apply(target, Failed(failure_class), now)
-            self.windows[route_id] = (*self.windows[route_id], (now, True))
-        for key in self._keys(route_id):
+            self.windows[where] = (*self.windows[where], (now, True))
+        for key in self._keys(route_id, scope):
             if key == target and counts:
                 continue
             if counts and self.states[key].status is CircuitStatus.HALF_OPEN:
                 # the route failed while this circuit was probing it: the probe failed too
-                self._apply(key, Failed(key[1]), now)
+                self._apply(key, Failed(key[2]), now)
             else:
                 self._apply(key, Released(), now)
 
-    def release(self, route_id: str, now: float) -> None:
-        for key in self._keys(route_id):
+    def release(self, route_id: str, now: float, scope: str | None = None) -> None:
+        """An admitted attempt ended without a verdict on the route: give its slot back."""
+        for key in self._keys(route_id, scope):
             self._apply(key, Released(), now)

@@ -39,6 +39,9 @@ class Classification:
     reason: str
     early: bool = False  # nothing billable can have happened
     retry_after_s: float | None = None
+    # client generation parameters that may have caused this failure (routing/attribution.py):
+    # when set, the failure is not counted against the route's circuit
+    client_params: tuple[str, ...] = ()
 
 
 # error_type values whose meaning is more specific than their status code

@@ -130,18 +130,23 @@ class UpstreamMisconfiguredError(RoutingError):
     http_status = 502
 
 
-ERROR_FOR_CLASS: dict[FailureClass, type[RoutingError]] = {
-    FailureClass.UPSTREAM_CONFIG: UpstreamMisconfiguredError,
-    FailureClass.PERMANENT: PermanentRequestError,
-    FailureClass.INCOMPATIBLE: RouteIncompatibleError,
-    FailureClass.TRANSIENT: TransientTransportError,
-    FailureClass.CAPACITY: CapacityError,
-    FailureClass.INVALID_RESPONSE: InvalidResponseError,
-    FailureClass.AMBIGUOUS: AmbiguousCompletionError,
-    FailureClass.DEADLINE: DeadlineExhaustedError,
-    FailureClass.NO_ROUTE: NoCompatibleRouteError,
-    FailureClass.CIRCUIT_OPEN: CircuitOpenError,
-}
+def _concrete_errors() -> dict[FailureClass, type[RoutingError]]:
+    """Each failure class's exception, read off the classes themselves (one per class)."""
+    found: dict[FailureClass, type[RoutingError]] = {}
+    todo: list[type[RoutingError]] = [RoutingError]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls is not RoutingError:
+            if cls.failure_class in found:
+                raise TypeError(
+                    f"two errors for {cls.failure_class}: {found[cls.failure_class]}, {cls}"
+                )
+            found[cls.failure_class] = cls
+    return found
+
+
+ERROR_FOR_CLASS: dict[FailureClass, type[RoutingError]] = _concrete_errors()
 
 
 class ContractError(ValueError):

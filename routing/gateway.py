@@ -32,6 +32,7 @@ import json
 import logging
 import re
 import time
+import traceback
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -41,25 +42,32 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from routing.accounting import RequestState
 from routing.attempt import end_verdict
-from routing.contracts import Contract
 from routing.errors import FailureClass, PermanentRequestError, RoutingError
+from routing.outcomes import StreamEnd
 from routing.router import Router, RouterResult, new_operation_id
+from wire import jsonio
+from wire.text import NO_SECRET, Scrubber, upstream_text
 
 log = logging.getLogger(__name__)
 _OP_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
-def error_response(exc: RoutingError, operation_id: str, status: int | None = None) -> JSONResponse:
+def error_response(
+    exc: RoutingError, operation_id: str, status: int | None = None, scrub: Scrubber = NO_SECRET
+) -> JSONResponse:
+    """OpenAI's error shape; `message` and `reason` pass through `scrub` (the upstream key)
+    once more at this boundary, whatever built them."""
     cls = exc.failure_class.value
     body = {
         "error": {
-            "message": exc.message,
+            "message": upstream_text(exc.message, scrub, 2000),
             "type": cls,
             "code": cls,
             "param": None,
             "failure_class": cls,
-            "reason": exc.reason,
+            "reason": upstream_text(exc.reason, scrub, 200) if exc.reason else exc.reason,
             "operation_id": operation_id,
             "attempts": exc.attempts,
         }
@@ -112,23 +120,16 @@ def _chunk(
     )
 
 
-async def relay(
-    result: RouterResult,
-    router: Router,
-    deadline_at: float,
-    contract: Contract | None = None,
-    body: dict[str, Any] | None = None,
-) -> AsyncIterator[bytes]:
+async def relay(result: RouterResult, router: Router, req: RequestState) -> AsyncIterator[bytes]:
     """SSE for the client: the checked head, then the rest as it arrives; at the end the
-    whole reply passes `contract`'s acceptance (a rejection ends with an in-band error)."""
+    whole reply passes the contract's acceptance (a rejection ends with an in-band error)."""
     base = {
         "id": f"chatcmpl-{result.operation_id}",
         "object": "chat.completion.chunk",
         "created": int(time.time()),
         "model": result.route.model,
     }
-    failure: str | None = None
-    reason = ""
+    end: StreamEnd | None = None
     if result.rest is None:  # a complete, accepted answer (non-streaming contract, or short reply)
         msg = _message(result)
         yield _chunk(base, msg)
@@ -137,44 +138,48 @@ async def relay(
             yield _sse({**base, "choices": [], "usage": result.completion.usage})
         yield b"data: [DONE]\n\n"
         if result.finish is not None:
-            await result.finish(None, "")
+            await result.finish(StreamEnd.accepted())
         return
     finished = False
     try:
         yield _chunk(base, {"role": "assistant", "content": result.head})
         try:
-            async with asyncio.timeout(max(0.0, deadline_at - router.clock())):
+            async with asyncio.timeout(max(0.0, req.deadline.at - router.clock())):
                 async for piece in result.rest:
                     yield _chunk(base, {"content": piece})
             comp = result.completion
             if comp.error is not None:
-                failure, reason = FailureClass.INVALID_RESPONSE.value, "in_band_error"
+                end = StreamEnd.failed(FailureClass.INVALID_RESPONSE, "in_band_error")
             elif not comp.done:
-                failure, reason = FailureClass.AMBIGUOUS.value, "stream_cut"
-            elif contract is not None:  # the whole reply: the contract's full acceptance (R7)
-                verdict = end_verdict(comp, contract, router.catalog.schemas, body or {})
+                end = StreamEnd.failed(FailureClass.AMBIGUOUS, "stream_cut")
+            else:  # the whole reply: the contract's full acceptance (R7)
+                verdict = end_verdict(comp, req.contract, router.catalog.schemas, req.body)
                 if verdict is not None:
-                    failure, reason = verdict.failure_class.value, verdict.reason
+                    end = StreamEnd.failed(
+                        verdict.failure_class, verdict.reason, verdict.client_params
+                    )
         except TimeoutError:
-            failure, reason = FailureClass.DEADLINE.value, "deadline_during_stream"
+            end = StreamEnd.failed(FailureClass.DEADLINE, "deadline_during_stream")
         except Exception as exc:  # the upstream broke after release: tell the client in-band
-            failure, reason = FailureClass.AMBIGUOUS.value, type(exc).__name__
-        if failure is None:
+            end = StreamEnd.failed(FailureClass.AMBIGUOUS, type(exc).__name__[:64])
+        if end is None:
             yield _chunk(base, {}, result.completion.finish_reason or "stop")
             if result.completion.usage:
                 yield _sse({**base, "choices": [], "usage": result.completion.usage})
             yield b"data: [DONE]\n\n"
+            end = StreamEnd.accepted()
         else:
+            scrub = router.upstream.scrub
             err = {
                 "code": 502,
-                "message": f"the reply failed after it started: {reason}",
-                "metadata": {"error_type": failure, "operation_id": result.operation_id},
+                "message": upstream_text(f"the reply failed after it started: {end.reason}", scrub),
+                "metadata": {"error_type": end.failure, "operation_id": result.operation_id},
             }
             yield _chunk(base, {"content": ""}, "error", error=err)
         finished = True
     finally:
-        if not finished and failure is None:  # the client went away mid-stream
-            failure, reason = "cancelled", "client_disconnected"
+        if not finished and end is None:  # the client went away mid-stream
+            end = StreamEnd.client_gone()
         rest = result.rest
         if rest is not None and hasattr(rest, "aclose"):
             with contextlib.suppress(Exception):
@@ -182,24 +187,48 @@ async def relay(
         with contextlib.suppress(Exception):
             await result.close()
         if result.finish is not None:
-            await result.finish(failure, reason)
+            await result.finish(end or StreamEnd.client_gone())
 
 
 class BodyTooLarge(Exception):
     pass
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused past `limit` bytes (declared length first, then as read)."""
+class BodyTooSlow(Exception):
+    pass
+
+
+async def read_body(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
+    """The request body, refused past `limit` bytes (declared length first, then as read)
+    or when it has not fully arrived within `timeout_s` (a slow-body client)."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if declared.isdigit() and len(declared) <= 18 and int(declared) > limit:
         raise BodyTooLarge
     out = bytearray()
-    async for chunk in request.stream():
-        out += chunk
-        if len(out) > limit:
-            raise BodyTooLarge
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():
+                out += chunk
+                if len(out) > limit:
+                    raise BodyTooLarge
+    except TimeoutError:
+        raise BodyTooSlow from None
     return bytes(out)
+
+
+def parse_client_body(raw: bytes) -> dict[str, Any]:
+    """A client's request body as strict JSON (wire.jsonio): NaN, Infinity, numbers that
+    overflow, lone surrogates, integers over 100 digits and nesting deeper than 64 levels are
+    refused with `PermanentRequestError` (400 invalid_request), as is a non-object."""
+    try:
+        body = jsonio.loads(raw, strict=True)
+    except jsonio.WireJSONError as exc:
+        raise PermanentRequestError(
+            f"request body is not valid JSON: {exc}", reason="invalid_request"
+        ) from None
+    if not isinstance(body, dict):
+        raise PermanentRequestError("request body must be a JSON object", reason="invalid_request")
+    return body
 
 
 class RelayResponse(StreamingResponse):
@@ -219,7 +248,7 @@ class RelayResponse(StreamingResponse):
             with contextlib.suppress(Exception):
                 await self.result.close()
             if self.result.finish is not None:
-                await self.result.finish("cancelled", "client_disconnected")
+                await self.result.finish(StreamEnd.client_gone())
 
 
 def create_app(
@@ -228,10 +257,16 @@ def create_app(
     keys: list[str],
     flush_every_s: float = 0.5,
     max_body_bytes: int = 2_000_000,
+    body_timeout_s: float | None = 30.0,
 ) -> Starlette:
     """The gateway app. `keys`: the bearer keys clients may use (settings.gateway_keys);
-    a body over `max_body_bytes` (settings.gateway_max_body_bytes) gets 413."""
+    a body over `max_body_bytes` (settings.gateway_max_body_bytes) gets 413, one that has
+    not arrived within `body_timeout_s` (settings.gateway_body_timeout_s) 408."""
     accepted_keys = [k.encode() for k in keys if k]
+    scrub = router.upstream.scrub
+
+    def refuse(exc: RoutingError, operation_id: str, status: int | None = None) -> JSONResponse:
+        return error_response(exc, operation_id, status, scrub)
 
     def authorised(request: Request) -> bool:
         auth = request.headers.get("authorization", "")
@@ -242,7 +277,7 @@ def create_app(
         raw_op = request.headers.get("idempotency-key") or request.headers.get("x-operation-id")
         operation_id = raw_op if raw_op and _OP_ID.match(raw_op) else new_operation_id()
         if raw_op and not _OP_ID.match(raw_op):
-            return error_response(
+            return refuse(
                 PermanentRequestError(
                     "Idempotency-Key / X-Operation-Id must match [A-Za-z0-9._:-]{1,128}",
                     reason="invalid_operation_id",
@@ -250,55 +285,45 @@ def create_app(
                 operation_id,
             )
         if not authorised(request):
-            return error_response(
+            return refuse(
                 PermanentRequestError("missing or unknown gateway key", reason="authentication"),
                 operation_id,
                 401,
             )
         try:
-            body = json.loads(await read_body(request, max_body_bytes))
+            body = parse_client_body(await read_body(request, max_body_bytes, body_timeout_s))
         except BodyTooLarge:
-            return error_response(
+            return refuse(
                 PermanentRequestError(
                     f"request body exceeds {max_body_bytes} bytes", reason="body_too_large"
                 ),
                 operation_id,
                 413,
             )
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return error_response(
-                PermanentRequestError(f"request body is not JSON: {exc}", reason="invalid_request"),
-                operation_id,
-            )
-        if not isinstance(body, dict):
-            return error_response(
+        except BodyTooSlow:
+            return refuse(
                 PermanentRequestError(
-                    "request body must be a JSON object", reason="invalid_request"
+                    f"request body did not arrive within {body_timeout_s:g} s",
+                    reason="request_timeout",
                 ),
                 operation_id,
+                408,
             )
+        except PermanentRequestError as exc:
+            return refuse(exc, operation_id)
         workload = request.headers.get("x-workload", "chat").strip() or "chat"
         wants_stream = body.get("stream") is True
         try:
-            contract = router.catalog.contract(workload)
-        except KeyError:
-            return error_response(
-                PermanentRequestError(
-                    f"unknown workload {workload!r}; known: {sorted(router.catalog.contracts)}",
-                    reason="unknown_workload",
-                ),
-                operation_id,
-            )
-        deadline_at = router.clock() + contract.deadline_ms / 1000.0
-        try:
-            if wants_stream and contract.streaming:
-                result = await router.stream(body, workload=workload, operation_id=operation_id)
-            else:
-                result = await router.complete(body, workload=workload, operation_id=operation_id)
+            req = router.admit(body, workload, operation_id, stream=wants_stream)
+            result = await router.run(req)
         except RoutingError as exc:
-            return error_response(exc, operation_id)
+            return refuse(exc, operation_id)
         except Exception:  # a bug of ours: explicit, OpenAI-shaped, with the operation id
-            log.exception("internal error for operation %s", operation_id)
+            log.error(  # the traceback scrubbed: it may quote what an upstream sent
+                "internal error for operation %s: %s",
+                operation_id,
+                upstream_text(traceback.format_exc(), scrub, 8000),
+            )
             body = {"error": {"message": "internal gateway error", "type": "internal_error", "code": "internal_error",
                               "param": None, "failure_class": None, "operation_id": operation_id}}  # fmt: skip
             return JSONResponse(body, status_code=500, headers={"X-Operation-Id": operation_id})
@@ -310,7 +335,7 @@ def create_app(
         if wants_stream:
             return RelayResponse(
                 result,
-                relay(result, router, deadline_at, contract, body),
+                relay(result, router, req),
                 media_type="text/event-stream",
                 headers={**headers, "Cache-Control": "no-cache"},
             )
@@ -375,7 +400,14 @@ def build_router(
     breakers = BreakerBoard(s.breaker)
     return Router(
         catalog,
-        Upstream(s.base_url, s.api_key, max_connections=s.routing_max_connections),
+        Upstream(
+            s.base_url,
+            s.api_key,
+            max_connections=s.routing_max_connections,
+            max_line_bytes=s.routing_max_line_bytes,
+            max_reply_bytes=s.routing_max_reply_bytes,
+            max_error_bytes=s.routing_max_error_body_bytes,
+        ),
         ignore_source=CachedIgnoreSource(
             ignore_source or quarantine_source(),
             ttl_s=s.routing_ignore_ttl_s,

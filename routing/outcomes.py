@@ -7,6 +7,7 @@ counted at release, and only then does the breaker / health hear the verdict.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from routing.accounting import RequestState, attempt_record, request_record
@@ -19,6 +20,31 @@ from routing.health import HealthBook
 from routing.metrics import RouterMetrics
 from routing.response import Completion
 from routing.routes import Route
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """How a released stream ended: accepted (`failure` None), failed with a class, or
+    cancelled (the client went away: no verdict on the route)."""
+
+    failure: FailureClass | None = None
+    reason: str = ""
+    cancelled: bool = False
+    client_params: tuple[str, ...] = ()  # see Classification.client_params
+
+    @classmethod
+    def accepted(cls) -> StreamEnd:
+        return cls()
+
+    @classmethod
+    def failed(
+        cls, failure: FailureClass, reason: str, client_params: tuple[str, ...] = ()
+    ) -> StreamEnd:
+        return cls(failure, reason, client_params=client_params)
+
+    @classmethod
+    def client_gone(cls) -> StreamEnd:
+        return cls(None, "client_disconnected", cancelled=True)
 
 
 class Outcomes:
@@ -36,13 +62,15 @@ class Outcomes:
         self.events = events
         self.clock = clock
 
-    def verdict(self, res: AttemptResult, *, cancelled: bool = False) -> None:
-        """Feed the attempt's outcome to the route's breaker and health."""
+    def verdict(self, res: AttemptResult, scope: str, *, cancelled: bool = False) -> None:
+        """Feed the attempt's outcome to the route's breaker (its circuits for `scope`, the
+        workload) and health. A failure the client's own parameters may have caused
+        (`Classification.client_params`, routing/attribution.py) is no verdict on the route."""
         route, c, now = res.route, res.classification, self.clock()
-        if cancelled:
-            self.breakers.release(route.id, now)
+        if cancelled or (c is not None and c.client_params):
+            self.breakers.release(route.id, now, scope)
             return
-        self.breakers.record(route.id, None if c is None else c.failure_class, now)
+        self.breakers.record(route.id, None if c is None else c.failure_class, now, scope)
         if c is None or c.failure_class.counts_against_route:
             # a client's error says nothing of the route
             self.health.update(route, ok=c is None, latency_s=res.ended - res.started, now=now)
@@ -68,15 +96,14 @@ class Outcomes:
 
     def stream_finisher(
         self, req: RequestState, res: AttemptResult, completion: Completion
-    ) -> Callable[[str | None, str], Awaitable[None]]:
-        """`finish(failure, reason)` for the gateway to call once at the stream's end: the
-        attempt's final usage and cost, its verdict for breaker and health, its event, then
-        the request's. `failure` is a FailureClass value, None (accepted) or anything else
-        for "no verdict" (the client went away)."""
+    ) -> Callable[[StreamEnd], Awaitable[None]]:
+        """`finish(end)` for the gateway to call once at the stream's end: the attempt's
+        final usage and cost, its verdict for breaker and health, its event, then the
+        request's (see `StreamEnd`)."""
 
         done = False
 
-        async def finish(failure: str | None, reason: str) -> None:
+        async def finish(end: StreamEnd) -> None:
             nonlocal done
             if done:  # idempotent: the relay and the response's safety net may both call it
                 return
@@ -85,16 +112,17 @@ class Outcomes:
             req.cost_usd -= provisional.cost_usd
             res.ended = self.clock()
             res.completion = completion
-            known = failure in FailureClass.__members__.values()
-            cancelled = failure is not None and not known
-            if failure is not None and known:
-                res.classification = Classification(FailureClass(failure), reason)
-                res.rejection = Rejection(reason)
-            self.verdict(res, cancelled=cancelled)
+            if end.failure is not None:
+                res.classification = Classification(
+                    end.failure, end.reason, client_params=end.client_params
+                )
+                res.rejection = Rejection(end.reason)
+            self.verdict(res, req.contract.workload, cancelled=end.cancelled)
             self.attempt(
                 req, res, waited_s=provisional.waited_s, fallback_reason=provisional.fallback_reason,
-                circuit=provisional.circuit_state, cancelled=cancelled,
+                circuit=provisional.circuit_state, cancelled=end.cancelled,
             )  # fmt: skip
-            self.request(req, failure or "accepted", reason or None, res.route, completion)
+            outcome = "cancelled" if end.cancelled else (end.failure or "accepted")
+            self.request(req, outcome, end.reason or None, res.route, completion)
 
         return finish

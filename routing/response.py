@@ -3,6 +3,12 @@
 Pure parsing: no I/O. `assemble` is fed chunks one at a time by the upstream
 client; `from_body` parses a non-streaming body. Either yields a `Completion`
 (facts only) or an in-band `ErrorInfo`.
+
+Everything in a `Completion` may reach a client, so every string in it is ours: the
+upstream key scrubbed (the content piece by piece, through `wire.text.StreamScrubber`,
+so a key split across chunks is still found), lone surrogates replaced, usage reduced to
+finite numbers and short strings. A chunk of an unexpected shape is skipped where it can
+be, never raised on (at most `MAX_TOOL_CALLS` tool calls are assembled).
 """
 
 from __future__ import annotations
@@ -12,7 +18,9 @@ from typing import Any
 
 from wire.chunks import provider_of, usage_cost, usage_of, usage_tokens
 from wire.errors import ErrorInfo, parse_error, unparseable
-from wire.text import NO_SECRET, Scrubber, upstream_text
+from wire.text import NO_SECRET, Scrubber, StreamScrubber, upstream_text, valid_unicode
+
+MAX_TOOL_CALLS = 64
 
 
 @dataclass
@@ -61,28 +69,35 @@ def from_body(body: Any, scrub: Scrubber = NO_SECRET) -> Completion:
     if not isinstance(message, dict):
         raise ValueError("message is not an object")
     finish = choice.get("finish_reason")
+    content = message.get("content") or ""
+    if not isinstance(content, str):
+        raise ValueError("message.content is not a string")
     comp = Completion(
         id=_opt_text(body.get("id"), scrub),
         model=_opt_text(body.get("model"), scrub),
         provider=provider_of(body, scrub),
-        content=message.get("content") or "",
+        content=valid_unicode(scrub(content)),
         finish_reason=upstream_text(finish, scrub, 64) if finish is not None else None,
-        usage=usage_of(body),
+        usage=_usage(body, scrub),
         done=True,
     )
-    if not isinstance(comp.content, str):
-        raise ValueError("message.content is not a string")
-    for i, call in enumerate(message.get("tool_calls") or []):
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise ValueError("tool_calls is not a list")
+    for i, call in enumerate(calls[:MAX_TOOL_CALLS]):
         if not isinstance(call, dict):
             raise ValueError("tool call is not an object")
         raw_fn = call.get("function")
         fn: dict[str, Any] = raw_fn if isinstance(raw_fn, dict) else {}
         args = fn.get("arguments")
         comp.tool_calls.append(
-            ToolCall(
-                id=str(call.get("id") or f"call_{i}"),
-                name=str(fn.get("name") or ""),
-                arguments=args if isinstance(args, str) else "",
+            _scrubbed_call(
+                ToolCall(
+                    id=_str(call.get("id")) or f"call_{i}",
+                    name=_str(fn.get("name")),
+                    arguments=args if isinstance(args, str) else "",
+                ),
+                scrub,
             )
         )
     if "error" in choice or "error" in body:
@@ -94,22 +109,43 @@ def _opt_text(value: Any, scrub: Scrubber) -> str | None:
     return upstream_text(value, scrub, 200) if isinstance(value, str) else None
 
 
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _usage(obj: Any, scrub: Scrubber) -> dict[str, Any] | None:
+    """The usage object with only JSON-safe, scrubbed values (NaN/Infinity become null)."""
+    usage = usage_of(obj)
+    return scrub.deep(usage, limit=200, depth=3) if usage is not None else None
+
+
+def _scrubbed_call(call: ToolCall, scrub: Scrubber) -> ToolCall:
+    return ToolCall(
+        id=upstream_text(call.id, scrub, 200),
+        name=upstream_text(call.name, scrub, 200),
+        arguments=valid_unicode(scrub(call.arguments)),
+    )
+
+
 class StreamAssembler:
     """Feed SSE `data:` payloads (already JSON-decoded) in order; read `.completion`."""
 
     def __init__(self, scrub: Scrubber = NO_SECRET) -> None:
         self.completion = Completion()
         self.scrub = scrub
+        self.raw_content = False  # the upstream sent content (some may still be held back)
+        self._text = StreamScrubber(scrub)
         self._calls: dict[int, ToolCall] = {}
 
     def feed(self, chunk: dict[str, Any]) -> str:
-        """Add one chunk; return the content text it carried (possibly "")."""
+        """Add one chunk; return the scrubbed content that may be released now (possibly
+        "": the last few characters wait for the next chunk, see `finish`)."""
         c = self.completion
         if c.id is None:
             c.id = _opt_text(chunk.get("id"), self.scrub)
             c.model = _opt_text(chunk.get("model"), self.scrub)
             c.provider = provider_of(chunk, self.scrub)
-        usage = usage_of(chunk)
+        usage = _usage(chunk, self.scrub)
         if usage is not None:
             c.usage = usage
         if "error" in chunk:
@@ -126,26 +162,42 @@ class StreamAssembler:
                 piece = delta.get("content")
                 if piece and isinstance(piece, str):
                     text += piece
-                if "tool_calls" in delta:
-                    self._tool_deltas(delta["tool_calls"] or [])
+                if isinstance(delta.get("tool_calls"), list):
+                    self._tool_deltas(delta["tool_calls"])
             finish = choice.get("finish_reason")
             if finish:
                 c.finish_reason = upstream_text(finish, self.scrub, 64)
-        if text:
-            c.content += text
-        return text
+        if not text:
+            return ""
+        self.raw_content = True
+        released = self._text.feed(text)
+        c.content += released
+        return released
 
     def _tool_deltas(self, calls: list[Any]) -> None:
         for call in calls:
             if not isinstance(call, dict):
                 continue
-            idx = int(call.get("index", len(self._calls)))
-            fn = call.get("function") or {}
+            idx = call.get("index")
+            if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < 2**31:
+                idx = len(self._calls)
+            if idx not in self._calls and len(self._calls) >= MAX_TOOL_CALLS:
+                continue
+            raw_fn = call.get("function")
+            fn: dict[str, Any] = raw_fn if isinstance(raw_fn, dict) else {}
             slot = self._calls.setdefault(idx, ToolCall(id="", name="", arguments=""))
-            slot.id = slot.id or str(call.get("id") or f"call_{idx}")
-            slot.name += fn.get("name") or ""
-            slot.arguments += fn.get("arguments") or ""
+            slot.id = slot.id or _str(call.get("id")) or f"call_{idx}"
+            slot.name += _str(fn.get("name"))
+            slot.arguments += _str(fn.get("arguments"))
         self.completion.tool_calls = [self._calls[k] for k in sorted(self._calls)]
 
-    def finish(self) -> None:
+    def finish(self) -> str:
+        """The stream ended with [DONE]: the held-back end of the content, now released,
+        and the tool calls scrubbed (only a finished reply's calls are ever handed out)."""
+        tail = self._text.flush()
+        self.completion.content += tail
+        self.completion.tool_calls = [
+            _scrubbed_call(self._calls[k], self.scrub) for k in sorted(self._calls)
+        ]
         self.completion.done = True
+        return tail

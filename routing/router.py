@@ -28,50 +28,39 @@ import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from routing.acceptance import Accepted
 from routing.accounting import RequestState, attempt_record
 from routing.attempt import AttemptResult, refused_keys, run_attempt, upstream_body
-from routing.backoff import full_jitter_delay
+from routing.attribution import client_shaping
 from routing.breaker import BreakerBoard, CircuitStatus
-from routing.capability import contract_misfit, estimate_needs, select_routes
+from routing.capability import Needs, contract_misfit, estimate_needs, select_routes
 from routing.classify import Classification
 from routing.contracts import Contract
-from routing.deadline import Allowances, AttemptBudget, Deadline
+from routing.deadline import AttemptBudget, Deadline
 from routing.errors import (
     ERROR_FOR_CLASS,
-    AmbiguousCompletionError,
     CircuitOpenError,
     DeadlineExhaustedError,
-    FailureClass,
     NoCompatibleRouteError,
     PermanentRequestError,
     RoutingError,
-    UpstreamMisconfiguredError,
 )
 from routing.events import AttemptRecord, EventLog
 from routing.exclusions import IgnoreSource
 from routing.health import HealthBook
 from routing.hedge import hedged
 from routing.metrics import RouterMetrics
-from routing.outcomes import Outcomes
+from routing.moves import FallBack, LoopBudget, RetryPolicy, RetrySame, Stop, next_move
+from routing.outcomes import Outcomes, StreamEnd
 from routing.response import Completion
 from routing.routes import Catalog, Route
 from routing.upstream import Upstream, UpstreamCall
 
-F = FailureClass
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    backoff_base_s: float = 0.1
-    backoff_cap_s: float = 2.0
-    connect_timeout_s: float = 5.0
-    allowances: Allowances = field(default_factory=Allowances)
-    same_route_retries: int = 1  # only for early connection failures
+__all__ = ["RetryPolicy", "Router", "RouterResult", "new_operation_id"]
 
 
 @dataclass
@@ -83,7 +72,7 @@ class RouterResult:
     attempts: list[AttemptRecord]
     head: str = ""  # streaming: the checked start, not yet sent
     rest: AsyncIterator[str] | None = None  # streaming: the remaining content pieces
-    finish: Callable[[str | None, str], Awaitable[None]] | None = None  # streaming: record the end
+    finish: Callable[[StreamEnd], Awaitable[None]] | None = None  # streaming: record the end
     call: UpstreamCall | None = None  # streaming: the open upstream call
     attempt: AttemptResult | None = None  # streaming: the released attempt, judged at the end
 
@@ -130,19 +119,22 @@ class Router:
         self, body: dict[str, Any], *, workload: str = "chat", operation_id: str | None = None
     ) -> RouterResult:
         """Route a non-streaming request; return an accepted answer or raise a RoutingError."""
-        return await self._run(body, workload, operation_id or new_operation_id(), stream=False)
+        return await self.run(self.admit(body, workload, operation_id, stream=False))
 
     async def stream(
         self, body: dict[str, Any], *, workload: str = "chat", operation_id: str | None = None
     ) -> RouterResult:
         """Route a streaming request; the result's `head` passed the start check, `rest` follows."""
-        return await self._run(body, workload, operation_id or new_operation_id(), stream=True)
+        return await self.run(self.admit(body, workload, operation_id, stream=True))
 
-    # ---- the loop -------------------------------------------------------------------------
-
-    async def _run(
-        self, body: dict[str, Any], workload: str, operation_id: str, *, stream: bool
-    ) -> RouterResult:
+    def admit(
+        self, body: dict[str, Any], workload: str, operation_id: str | None, *, stream: bool
+    ) -> RequestState:
+        """Resolve the request once: its contract, its absolute deadline (recorded now, on
+        arrival) and its operation id; a request the contract cannot take is refused here.
+        `stream` is honoured only for a streaming contract (otherwise the answer is complete
+        and accepted before a client sees it, and a gateway relays it as one chunk)."""
+        operation_id = operation_id or new_operation_id()
         now = self.clock()
         try:
             contract = self.catalog.contract(workload)
@@ -165,18 +157,19 @@ class Router:
                 operation_id=operation_id,
                 reason="contract_owned_parameter",
             )
-        req = RequestState(
-            operation_id,
-            contract,
-            body,
-            now,
-            Deadline.starting(now, contract.deadline_ms, self.policy.allowances),
-            stream,
+        deadline = Deadline.starting(now, contract.deadline_ms, self.policy.allowances)
+        return RequestState(
+            operation_id, contract, body, now, deadline, stream and contract.streaming
         )
+
+    # ---- the loop -------------------------------------------------------------------------
+
+    async def run(self, req: RequestState) -> RouterResult:
+        """Route an admitted request (see `admit`)."""
         try:
             result = await self._loop(req)
         except RoutingError as exc:
-            exc.operation_id = operation_id
+            exc.operation_id = req.operation_id
             exc.attempts = len(req.attempts)
             exc.attempt_events = list(req.attempts)
             self.outcomes.request(
@@ -191,21 +184,21 @@ class Router:
         return result
 
     async def _loop(self, req: RequestState) -> RouterResult:
+        """Perform moves: choose a route, attempt it, and let `next_move` decide what a
+        failure means (stop, retry the same route after a wait, or fall back)."""
         contract = req.contract
         needs = estimate_needs(contract, req.body)
         misfit = contract_misfit(contract, needs)
         if misfit is not None:
             raise PermanentRequestError(misfit, reason=misfit.split(":", 1)[0])
         pool = self.catalog.routes.for_groups(contract.route_groups)
+        scope = contract.workload  # circuits are per (route, workload)
         excluded: set[str] = set()
         last: tuple[Classification, AttemptResult] | None = None
         retry_route: Route | None = None
         wait_s = 0.0
-        retry_index = 0
-        same_route_left = self.policy.same_route_retries
+        budget = LoopBudget.start(self.policy)
         fallback_reason: str | None = None
-        first_route: str | None = None
-        hinted: set[str] = set()  # routes whose Retry-After was already honoured
 
         while True:
             if len(req.attempts) >= contract.max_attempts:
@@ -215,7 +208,7 @@ class Router:
             # for an attempt that cannot start
             self._check_deadline(req, now, 0.0, last)
             route = retry_route
-            if route is not None and not self.breakers.admit(route.id, now):
+            if route is not None and not self.breakers.admit(route.id, now, scope):
                 excluded.add(route.id)  # its circuit opened meanwhile: no same-route retry
                 route, wait_s = None, 0.0
             if route is None:
@@ -228,9 +221,8 @@ class Router:
                 if wait_s > 0:
                     await self.sleep(wait_s)
             except BaseException:
-                self.breakers.release(route.id, self.clock())
+                self.breakers.release(route.id, self.clock(), scope)
                 raise
-            first_route = first_route or route.id
             if self._hedging(req):
                 res, tried = await self._hedged(req, route, pool, excluded, needs)
                 excluded.update(tried)
@@ -257,52 +249,27 @@ class Router:
                     attempt=res,
                 )
             last = (c, res)
-            fallback_reason = f"{c.failure_class.value}:{c.reason}"
-            cls = c.failure_class
-            if cls is F.UPSTREAM_CONFIG:
-                raise UpstreamMisconfiguredError(
-                    f"the upstream rejected the gateway's own credentials or credits: {c.reason}",
-                    status_code=res.status_code,
-                    reason=c.reason,
-                )
-            if cls is F.PERMANENT:
-                raise PermanentRequestError(
-                    f"upstream rejected the request: {c.reason}",
-                    status_code=res.status_code,
-                    reason=c.reason,
-                )
-            if cls is F.AMBIGUOUS and contract.ambiguous_policy != "replay":
-                raise AmbiguousCompletionError(
-                    f"the connection to {route.id} was lost after output started; the workload's policy"
-                    f" is {contract.ambiguous_policy!r}, so it is not replayed",
-                    status_code=res.status_code, reason=c.reason,
-                )  # fmt: skip
-            if cls is F.INCOMPATIBLE and c.reason == "context_length_exceeded":
-                needs = replace(needs, min_context=max(needs.min_context, route.context_length))
-            if cls is F.TRANSIENT and c.early and same_route_left > 0:
-                delay = full_jitter_delay(
-                    retry_index,
-                    base_s=self.policy.backoff_base_s,
-                    cap_s=self.policy.backoff_cap_s,
-                    rand=self.rand,
-                )
-                retry_index += 1
-                if req.deadline.may_start(self.clock(), wait_s=delay):
-                    same_route_left -= 1
-                    retry_route, wait_s = route, delay
-                    continue
-            if cls is F.CAPACITY and c.retry_after_s is not None:
-                # a hint is honoured once per route; a route that asks again is left for a
-                # fallback (R5: one primary + one fallback, "honour retry hints or fall back")
-                if route.id in hinted:
-                    fallback_reason = f"retry_after_repeated:{c.reason}"
-                elif req.deadline.may_start(self.clock(), wait_s=c.retry_after_s):
-                    hinted.add(route.id)
-                    retry_route, wait_s = route, c.retry_after_s
-                    continue
-                else:
-                    fallback_reason = f"retry_after_{c.retry_after_s:g}s_exceeds_deadline"
-            excluded.add(route.id)
+            move, budget = next_move(
+                c,
+                route=route,
+                contract=contract,
+                budget=budget,
+                deadline=req.deadline,
+                now=self.clock(),
+                jitter=self.rand(),
+                policy=self.policy,
+                status_code=res.status_code,
+            )
+            match move:
+                case Stop(error=error):
+                    raise error
+                case RetrySame(wait_s=delay, reason=why):
+                    retry_route, wait_s, fallback_reason = route, delay, why
+                case FallBack(reason=why, min_context=min_context):
+                    fallback_reason = why
+                    if min_context is not None:
+                        needs = replace(needs, min_context=max(needs.min_context, min_context))
+                    excluded.add(route.id)
 
     def _check_deadline(
         self,
@@ -329,7 +296,7 @@ class Router:
         )  # fmt: skip
 
     async def _hedged(
-        self, req: RequestState, primary: Route, pool: list[Route], excluded: set[str], needs: Any
+        self, req: RequestState, primary: Route, pool: list[Route], excluded: set[str], needs: Needs
     ) -> tuple[AttemptResult, list[str]]:
         """The primary, plus the next compatible route if the primary is still running after
         `hedge_after_ms`; the first accepted answer wins (routing.hedge)."""
@@ -358,12 +325,13 @@ class Router:
         return result, tried if len(tried) > 1 else []
 
     def _choose(
-        self, pool: list[Route], excluded: set[str], contract: Contract, needs: Any, req: RequestState,
+        self, pool: list[Route], excluded: set[str], contract: Contract, needs: Needs, req: RequestState,
         last: tuple[Classification, AttemptResult] | None, now: float,
     ) -> Route:  # fmt: skip
         available = [r for r in pool if r.id not in excluded]
+        scope = contract.workload
         open_ids = frozenset(
-            r.id for r in available if self.breakers.status(r.id, now) is CircuitStatus.OPEN
+            r.id for r in available if self.breakers.status(r.id, now, scope) is CircuitStatus.OPEN
         )
         sel = select_routes(
             available, contract, needs, remaining_cost_usd=contract.max_cost_usd - req.cost_usd,
@@ -372,10 +340,12 @@ class Router:
         # a half-open circuit is probed by the next request that can use the route (bounded by
         # the breaker's probe slots); that request keeps its fallback if the probe fails
         probing = [
-            r for r in sel.ranked if self.breakers.status(r.id, now) is CircuitStatus.HALF_OPEN
+            r
+            for r in sel.ranked
+            if self.breakers.status(r.id, now, scope) is CircuitStatus.HALF_OPEN
         ]
         for route in probing + [r for r in sel.ranked if r not in probing]:
-            if self.breakers.admit(route.id, now):
+            if self.breakers.admit(route.id, now, scope):
                 return route
         if last is not None:
             raise self._exhausted(last, "no further compatible route")
@@ -411,6 +381,7 @@ class Router:
         self, req: RequestState, route: Route, *, waited_s: float, fallback_reason: str | None,
         hedged: bool = False,
     ) -> AttemptResult:  # fmt: skip
+        scope = req.contract.workload  # the circuits this attempt answers to
         try:
             ignore = await self.ignore_source(route.model, datetime.now(UTC))
             body = upstream_body(req.body, route, req.contract, self.catalog.schemas, ignore)
@@ -422,13 +393,13 @@ class Router:
                     reason="no_time_for_attempt",
                 )
         except BaseException:  # no attempt was made: give the admission (probe slot) back
-            self.breakers.release(route.id, self.clock())
+            self.breakers.release(route.id, self.clock(), scope)
             raise
         b = req.deadline.attempt_budget(now)
         budget = AttemptBudget(
             connect_s=min(self.policy.connect_timeout_s, b.total_s), total_s=b.total_s
         )
-        circuit = self.breakers.status(route.id, now)
+        circuit = self.breakers.status(route.id, now, scope)
         res = AttemptResult(route=route, started=now)
         try:
             await run_attempt(
@@ -441,9 +412,10 @@ class Router:
                 stream_release=req.stream,
                 clock=self.clock,
                 result=res,
+                client_params=client_shaping(req.body),
             )
         except BaseException as exc:  # no verdict on the route: give the admission back
-            self.breakers.release(route.id, self.clock())
+            self.breakers.release(route.id, self.clock(), scope)
             if isinstance(exc, asyncio.CancelledError):  # a hedged loser: cost still counted
                 self.outcomes.attempt(
                     req, res, waited_s=waited_s, fallback_reason=fallback_reason,
@@ -456,7 +428,7 @@ class Router:
             attempt_record(req, res, waited_s=waited_s, fallback_reason=fallback_reason,
                            circuit=circuit.value)  # fmt: skip
             return res
-        self.outcomes.verdict(res)
+        self.outcomes.verdict(res, scope)
         self.outcomes.attempt(
             req, res, waited_s=waited_s, fallback_reason=fallback_reason, circuit=circuit.value,
             hedged=hedged,

@@ -29,7 +29,7 @@ from wire.retry_after import parse_retry_after
 from wire.sse import Event, SSEParser
 from wire.text import Scrubber
 
-ERROR_BODY_MAX_BYTES = 64_000  # an upstream error body is read up to this, the rest dropped
+ERROR_BODY_MAX_BYTES = 64_000  # default of settings.routing_max_error_body_bytes
 
 
 class MalformedStream(Exception):
@@ -49,8 +49,10 @@ class UpstreamCall:
         scrub: Scrubber,
         max_line_bytes: int,
         max_reply_bytes: int,
+        max_error_bytes: int = ERROR_BODY_MAX_BYTES,
     ) -> None:
         self._client = client
+        self._max_error_bytes = max_error_bytes
         self._body = body
         self._budget = budget
         self._scrub = scrub
@@ -88,7 +90,7 @@ class UpstreamCall:
         self.status_code = self._response.status_code
         if self._response.status_code == 200:
             return None
-        raw = await _read_capped(self._response, ERROR_BODY_MAX_BYTES)
+        raw = await _read_capped(self._response, self._max_error_bytes)
         status = self._response.status_code
         retry_after = parse_retry_after(
             self._response.headers.get("retry-after"), datetime.now(UTC)
@@ -126,8 +128,10 @@ class UpstreamCall:
                 if not isinstance(item, Event):
                     continue  # keep-alive comments (`:`)
                 if item.data == "[DONE]":
-                    self.assembler.finish()
                     done = True
+                    tail = self.assembler.finish()
+                    if tail:
+                        yield tail
                     break
                 try:
                     chunk = jsonio.loads(item.data)
@@ -136,7 +140,7 @@ class UpstreamCall:
                 if not isinstance(chunk, dict):
                     raise MalformedStream("an SSE data line is not an object")
                 piece = self.assembler.feed(chunk)
-                if piece or self.assembler.completion.tool_calls:
+                if self.assembler.raw_content or self.assembler.completion.tool_calls:
                     self.output_started = True
                 if self.assembler.completion.error is not None:
                     self.output_started = True
@@ -168,14 +172,18 @@ class Upstream:
         max_connections: int = 200,
         max_line_bytes: int = 1_000_000,
         max_reply_bytes: int = 8_000_000,
+        max_error_bytes: int = ERROR_BODY_MAX_BYTES,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        """`max_error_bytes`, `max_line_bytes`, `max_reply_bytes`: the settings
+        `routing_max_error_body_bytes`, `routing_max_line_bytes`, `routing_max_reply_bytes`."""
         headers = {"Content-Type": "application/json", "X-Title": "provider-canary gateway"}
         if api_key is not None:
             headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
         self.scrub = Scrubber(api_key.get_secret_value() if api_key is not None else None)
         self.max_line_bytes = max_line_bytes
         self.max_reply_bytes = max_reply_bytes
+        self.max_error_bytes = max_error_bytes
         self.base_url = base_url.rstrip("/")
         self._client = httpx.AsyncClient(
             base_url=self.base_url,
@@ -198,6 +206,7 @@ class Upstream:
             scrub=self.scrub,
             max_line_bytes=self.max_line_bytes,
             max_reply_bytes=self.max_reply_bytes,
+            max_error_bytes=self.max_error_bytes,
         )
 
     async def aclose(self) -> None:

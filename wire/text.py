@@ -9,10 +9,16 @@ A `Scrubber` removes, case-insensitively:
 - any fragment of it of `MIN_FRAGMENT` (8) or more characters (a provider that echoes the
   header cut to its first 20 characters still leaks 20 characters of it).
 Each removed run becomes `***`. Keys shorter than `MIN_FRAGMENT` are removed whole only.
+
+A reply that arrives in pieces (a stream relayed to a client) goes through a
+`StreamScrubber`: it holds back the last few characters of each piece, so a key split across
+two pieces is still found whole. Text out of either is valid Unicode (a lone surrogate,
+which no UTF-8 encoder accepts, becomes `?`), so it can always be re-encoded.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 MIN_FRAGMENT = 8
@@ -39,20 +45,37 @@ class Scrubber:
     def __repr__(self) -> str:  # never the secret
         return f"Scrubber(active={bool(self)})"
 
+    @property
+    def gram_chars(self) -> int:
+        """The length of the shortest piece removed (0 without a secret)."""
+        return len(self._grams[0]) if self._grams else 0
+
     def __call__(self, text: str) -> str:
-        if not self._grams or not text:
+        spans = self.runs(text)
+        if not spans:
             return text
+        out: list[str] = []
+        keep_from = 0
+        for i, j in spans:
+            out.append(text[keep_from:i])
+            out.append(REDACTED)
+            keep_from = j
+        out.append(text[keep_from:])
+        return "".join(out)
+
+    def runs(self, text: str) -> list[tuple[int, int]]:
+        """The spans `[i, j)` of `text` that are pieces of the secret, left to right, each
+        extended as far as it stays one."""
+        if not self._grams or not text:
+            return []
         folded = text.lower()
         if len(folded) != len(text):  # a case mapping changed the length: match exactly
             folded = text
         if not any(g in folded for g in self._grams):  # the common case, at C speed
-            return text
-        return self._redact(text, folded)
-
-    def _redact(self, text: str, folded: str) -> str:
+            return []
         n = len(self._grams[0])
-        out: list[str] = []
-        i = keep_from = 0
+        spans: list[tuple[int, int]] = []
+        i = 0
         while i <= len(folded) - n:
             if folded[i : i + n] not in self._secret:
                 i += 1
@@ -60,19 +83,19 @@ class Scrubber:
             j = i + n  # extend the run while it is still part of the secret
             while j < len(folded) and folded[i : j + 1] in self._secret:
                 j += 1
-            out.append(text[keep_from:i])
-            out.append(REDACTED)
-            i = keep_from = j
-        out.append(text[keep_from:])
-        return "".join(out)
+            spans.append((i, j))
+            i = j
+        return spans
 
     def deep(self, value: Any, *, limit: int = MAX_TEXT_CHARS, depth: int = 8) -> Any:
         """`value` (JSON-like) with every string, keys included, passed through
         `upstream_text`; containers deeper than `depth` become one scrubbed, cut string."""
         if isinstance(value, str):
             return upstream_text(value, self, limit)
-        if value is None or isinstance(value, bool | int | float):
+        if value is None or isinstance(value, bool | int):
             return value
+        if isinstance(value, float):
+            return value if math.isfinite(value) else None  # NaN / Infinity are not JSON
         if depth <= 0 or not isinstance(value, dict | list | tuple):
             return upstream_text(_short_repr(value), self, limit)
         if isinstance(value, dict):
@@ -84,6 +107,51 @@ class Scrubber:
 
 
 NO_SECRET = Scrubber(None)
+
+
+def valid_unicode(text: str) -> str:
+    """`text` with lone surrogates replaced by `?` (unchanged when it has none)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="replace").decode("utf-8")
+    return text
+
+
+class StreamScrubber:
+    """Scrubs a text that arrives in pieces: `feed(piece)` returns what may be released
+    now, `flush()` the rest at the end. The last `gram_chars - 1` characters (and a run of
+    the secret that reaches them) are held back until the next piece, so no piece of the
+    secret of `MIN_FRAGMENT` or more characters survives a split between pieces."""
+
+    __slots__ = ("_held", "_hold", "_scrub")
+
+    def __init__(self, scrub: Scrubber) -> None:
+        self._scrub = scrub
+        self._hold = max(0, scrub.gram_chars - 1)
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        if not self._scrub:
+            return valid_unicode(piece)
+        buf = self._held + piece
+        cut = max(0, len(buf) - self._hold)
+        out: list[str] = []
+        keep_from = 0
+        for i, j in self._scrub.runs(buf):
+            if j > cut:  # reaches the held tail: it may go on in the next piece
+                cut = min(cut, i)
+                break
+            out.append(buf[keep_from:i])
+            out.append(REDACTED)
+            keep_from = j
+        out.append(buf[keep_from:cut])
+        self._held = buf[max(cut, keep_from) :]
+        return valid_unicode("".join(out))
+
+    def flush(self) -> str:
+        held, self._held = self._held, ""
+        return valid_unicode(self._scrub(held))
 
 
 def _short_repr(value: Any) -> str:

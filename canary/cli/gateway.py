@@ -35,6 +35,7 @@ def serve(
 
     from routing.errors import ContractError
     from routing.gateway import build_router, create_app
+    from routing.serving import gateway_config
 
     settings = settings_or_exit()
     if not settings.gateway_keys:
@@ -52,9 +53,15 @@ def serve(
         router,
         keys=[k.get_secret_value() for k in settings.gateway_keys],
         max_body_bytes=settings.gateway_max_body_bytes,
+        body_timeout_s=settings.gateway_body_timeout_s,
     )
-    config = uvicorn.Config(
-        application, host=host, port=port, log_level=log_level, http="h11", loop="asyncio"
+    config = gateway_config(
+        application,
+        host=host,
+        port=port,
+        log_level=log_level,
+        keep_alive_s=settings.gateway_keep_alive_s,
+        header_timeout_s=settings.gateway_header_timeout_s,
     )
     server = uvicorn.Server(config)
 

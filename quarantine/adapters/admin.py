@@ -12,17 +12,15 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import BaseModel, Field
 
 from ground.clock import UtcDatetime, as_utc
 from ground.settings import Settings, load_settings
 from quarantine import policy
-from quarantine.adapters.ignore import aignore_list, aignore_report
-from quarantine.adapters.incidents import aadd_runtime_exclusion, aremove_runtime_exclusion
+from quarantine.adapters.ignore import aignore_report
 from quarantine.adapters.ledger import Ledger
 from quarantine.adapters.store import aload_state, aupdate_state
-from quarantine.exclusions import IgnoreEntry, RuntimeExclusion, ignore_tags
+from quarantine.exclusions import IgnoreEntry, ignore_tags
 from quarantine.models import Decision, Mode, ModelState
 
 
@@ -128,56 +126,3 @@ async def alift(
     finally:
         ledger.close()
     return decisions[0]
-
-
-async def aadd_exclusion(
-    model: str,
-    tag: str,
-    reason: str,
-    author: str,
-    now: datetime,
-    *,
-    until: datetime | None = None,
-) -> RuntimeExclusion:
-    """Add a runtime incident exclusion, effective at once (Q7b, O4)."""
-    return await aadd_runtime_exclusion(
-        model, tag, reason=reason, author=author, until=until, now=now
-    )
-
-
-async def aremove_exclusion(model: str, tag: str, actor: str, now: datetime) -> RuntimeExclusion:
-    return await aremove_runtime_exclusion(model, tag, actor=actor, now=now)
-
-
-async def aignore(model: str, now: datetime) -> list[IgnoreEntry]:
-    return await aignore_list(model, now)
-
-
-def status(model: str, now: datetime) -> ModelStatus:
-    return run_coro_as_sync(astatus(model, now))
-
-
-def lift(
-    model: str,
-    tag: str,
-    reason: str,
-    actor: str,
-    now: datetime,
-    *,
-    settings: Settings | None = None,
-) -> Decision:
-    return run_coro_as_sync(alift(model, tag, reason, actor, now, settings=settings))
-
-
-def add_exclusion(
-    model: str, tag: str, reason: str, author: str, now: datetime, *, until: datetime | None = None
-) -> RuntimeExclusion:
-    return run_coro_as_sync(aadd_exclusion(model, tag, reason, author, now, until=until))
-
-
-def remove_exclusion(model: str, tag: str, actor: str, now: datetime) -> RuntimeExclusion:
-    return run_coro_as_sync(aremove_exclusion(model, tag, actor, now))
-
-
-def ignore(model: str, now: datetime) -> list[IgnoreEntry]:
-    return run_coro_as_sync(aignore(model, now))

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from prefect.utilities.asyncutils import run_coro_as_sync
-
 from quarantine.adapters.incidents import aread_runtime_layer
 from quarantine.adapters.store import aload_state
 from quarantine.builtin import load_builtin
@@ -44,9 +42,3 @@ async def aignore_list(
 ) -> list[IgnoreEntry]:
     """Read the three layers of `model` and merge them at `now`."""
     return (await aignore_report(model, now, builtin_path=builtin_path)).entries
-
-
-def ignore_list(
-    model: str, now: datetime, *, builtin_path: Path | str | None = None
-) -> list[IgnoreEntry]:
-    return run_coro_as_sync(aignore_list(model, now, builtin_path=builtin_path))

@@ -32,7 +32,6 @@ from datetime import datetime
 from typing import Any
 
 from prefect.types import MAX_VARIABLE_VALUE_LENGTH
-from prefect.utilities.asyncutils import run_coro_as_sync
 from prefect.variables import Variable
 from pydantic import ValidationError
 
@@ -187,23 +186,3 @@ async def aremove_runtime_exclusion(
         change = {"action": "removed", "tag": tag, "actor": actor, "at": now.isoformat()}
         await _write(model, kept, doc.invalid, change)
     return found[0]
-
-
-def add_runtime_exclusion(
-    model: str,
-    tag: str,
-    *,
-    reason: str,
-    author: str,
-    until: datetime | None = None,
-    now: datetime,
-) -> RuntimeExclusion:
-    return run_coro_as_sync(
-        aadd_runtime_exclusion(model, tag, reason=reason, author=author, until=until, now=now)
-    )
-
-
-def remove_runtime_exclusion(
-    model: str, tag: str, *, actor: str, now: datetime
-) -> RuntimeExclusion:
-    return run_coro_as_sync(aremove_runtime_exclusion(model, tag, actor=actor, now=now))

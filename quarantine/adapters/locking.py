@@ -15,7 +15,7 @@ import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 
-from prefect import get_client
+from prefect.client.orchestration import get_client
 from prefect.concurrency.asyncio import concurrency
 from prefect.exceptions import ObjectAlreadyExists
 from prefect.settings import PREFECT_API_URL

@@ -22,10 +22,9 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import ClassVar
 
-from prefect import get_client
 from prefect.blocks.core import Block
+from prefect.client.orchestration import get_client
 from prefect.exceptions import ObjectNotFound
-from prefect.utilities.asyncutils import run_coro_as_sync
 from pydantic import ValidationError
 
 from ground.slugs import model_slug
@@ -142,11 +141,3 @@ async def aupdate_state(
         f"quarantine state of {model!r} kept changing outside the lock for {MAX_ATTEMPTS} "
         "attempts; update refused, stored state untouched by this writer"
     )
-
-
-def load_state(model: str, *, missing_ok: bool = True) -> ModelState:
-    return run_coro_as_sync(aload_state(model, missing_ok=missing_ok))
-
-
-def update_state(model: str, fn: Update) -> tuple[ModelState, list[Decision]]:
-    return run_coro_as_sync(aupdate_state(model, fn))

@@ -16,13 +16,11 @@ from quarantine.adapters.store import (
     aload_state,
     aupdate_state,
     block_name,
-    load_state,
-    update_state,
 )
 from quarantine.errors import StaleRevisionError, StateCorruptError, UnknownModelError
 from quarantine.models import Mode, ModelState, ProviderState, RoundNote
 from quarantine.verdicts import RoundVerdict
-from tests.test_quarantine_support import HALF_HOUR, T0, F, run
+from tests.fixtures.quarantine_support import HALF_HOUR, T0, F, run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 
@@ -129,8 +127,12 @@ def test_o4_writers_on_separate_event_loops_are_serialised_by_the_prefect_limit(
     for t in threads:
         t.join(timeout=120)
     assert errors == []
-    state = load_state(model)
-    assert state.revision == 4 and sorted(state.providers) == ["t0", "t1", "t2", "t3"]
+    state = run_coro_as_sync(aload_state(model))
+    assert (
+        state is not None
+        and state.revision == 4
+        and sorted(state.providers) == ["t0", "t1", "t2", "t3"]
+    )
 
 
 async def test_o4_write_against_a_stale_revision_is_detected_and_reapplied() -> None:
@@ -236,11 +238,3 @@ async def test_o4_failing_update_function_changes_nothing() -> None:
     with pytest.raises(ValueError, match="bad input"):
         await aupdate_state(model, boom)
     assert await _raw_data(model) == before
-
-
-def test_o4_sync_wrappers_round_trip() -> None:
-    """O4: the sync wrappers store and load the same state."""
-    model = new_model()
-    new, decisions = update_state(model, lambda s: run([{"a": F}, {"a": F}], state=s))
-    assert [d.kind.value for d in decisions] == ["suspended"]
-    assert load_state(model) == new

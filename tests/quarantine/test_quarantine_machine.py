@@ -16,7 +16,7 @@ from quarantine.exclusions import RuntimeExclusion, ignore_tags, merge_ignore
 from quarantine.models import DecisionKind, Mode, ModelState, RoundReport
 from quarantine.policy import lift, step
 from quarantine.verdicts import ProviderRound, RoundVerdict
-from tests.test_quarantine_support import HALF_HOUR, MODEL, T0
+from tests.fixtures.quarantine_support import HALF_HOUR, MODEL, T0
 
 TAGS = ("a", "b", "c", "d", "ctl")
 PRODUCTION = frozenset({"a", "b", "c", "d"})  # "ctl" is a control: never production

@@ -12,7 +12,7 @@ from probes.types import Contract, Outcome, OutcomeStatus
 from quarantine.adapters.ledger import Ledger
 from quarantine.policy import step
 from quarantine.verdicts import round_verdict
-from tests.test_quarantine_support import DAY, HALF_HOUR, MODEL, T0, F, report, run
+from tests.fixtures.quarantine_support import DAY, HALF_HOUR, MODEL, T0, F, report, run
 
 
 def outcomes_for(tag: str) -> list[Outcome]:

@@ -4,6 +4,7 @@ and the same hostile envelopes parsed alike by the probe path and the router pat
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -21,7 +22,7 @@ from tests.fixtures.hostile import Hostile, json_reply, raw_reply
 from wire import jsonio
 from wire.errors import parse_error
 from wire.retry_after import parse_retry_after
-from wire.text import MIN_FRAGMENT, Scrubber, upstream_text
+from wire.text import MIN_FRAGMENT, Scrubber, StreamScrubber, upstream_text, valid_unicode
 
 KEY = "sk-or-v1-" + "0123456789abcdef" * 4  # lower-case hex, like a real key
 
@@ -253,3 +254,33 @@ async def test_r2_probe_and_router_agree_on_a_clean_envelope(hostile: Hostile) -
     assert (t.error.code, t.error.message, t.error.error_type, t.error.retry_after_s) == (
         429, "slow down", "rate_limit_exceeded", 2.0,
     ) == (info.code, info.message, info.error_type, info.retry_after_s)  # fmt: skip
+
+
+# ---- a reply in pieces --------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    before=st.text(max_size=80),
+    after=st.text(max_size=80),
+    start=st.integers(0, len(KEY) - MIN_FRAGMENT),
+    length=st.integers(MIN_FRAGMENT, len(KEY)),
+    upper=st.booleans(),
+    cuts=st.lists(st.integers(0, 400), max_size=12),
+)
+def test_r10_stream_scrubber_finds_a_key_split_across_pieces(
+    before: str, after: str, start: int, length: int, upper: bool, cuts: list[int]
+) -> None:
+    """A key piece split at random points across stream pieces never survives in what is
+    released; text without the key comes out unchanged (R10)."""
+    piece = KEY[start : start + length]
+    text = before + (piece.upper() if upper else piece) + after
+    bounds = sorted({0, len(text), *(c for c in cuts if c < len(text))})
+    s = StreamScrubber(Scrubber(KEY))
+    out = "".join(s.feed(text[a:b]) for a, b in itertools.pairwise(bounds)) + s.flush()
+    assert fragments(out) == [] and "***" in out
+    clean = StreamScrubber(Scrubber(KEY))
+    plain = before + after
+    if not fragments(plain):
+        released = "".join(clean.feed(plain[a:b]) for a, b in itertools.pairwise(bounds))
+        assert valid_unicode(released + clean.flush()) == valid_unicode(plain)

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from prefect.variables import Variable
 
-from quarantine.adapters.ignore import aignore_list, aignore_report, ignore_list
+from quarantine.adapters.ignore import aignore_list, aignore_report
 from quarantine.adapters.incidents import (
     aadd_runtime_exclusion,
-    add_runtime_exclusion,
     aread_runtime_exclusions,
     aremove_runtime_exclusion,
     variable_name,
@@ -37,7 +36,7 @@ from quarantine.exclusions import (
     merge_ignore,
 )
 from quarantine.models import Mode
-from tests.test_quarantine_support import DAY, HALF_HOUR, MODEL, T0, F, run
+from tests.fixtures.quarantine_support import DAY, HALF_HOUR, MODEL, T0, F, run
 
 HOUR = timedelta(hours=1)
 
@@ -294,12 +293,6 @@ class TestRuntimeExclusions:
             ("sick/fp8", "canary"),
         ]
         assert all(isinstance(e, IgnoreEntry) for e in entries)
-
-    def test_q7b_sync_wrappers(self) -> None:
-        """Q7b: sync add and ignore_list work outside an event loop."""
-        model = new_model()
-        add_runtime_exclusion(model, "x", reason="r", author="a", now=T0)
-        assert ignore_tags(ignore_list(model, T0)) == ["x"]
 
     async def test_q7b_variable_value_is_plain_json(self) -> None:
         """O4: the Variable holds plain JSON an admin can read and edit in the UI."""

@@ -26,9 +26,9 @@ from quarantine.exclusions import RuntimeExclusion
 from routing.exclusions import CachedIgnoreSource, quarantine_source
 from tests.fixtures.canary_env import STRAY, endpoint, load_model
 from tests.fixtures.fleet import FleetHandle
+from tests.fixtures.quarantine_support import F, run
 from tests.fixtures.routing import chat_body, make_router, routing_scenario
-from tests.test_quarantine_support import F, run
-from tests.test_routing_quarantine import _catalog
+from tests.routing.test_routing_quarantine import _catalog
 
 HALF_HOUR = timedelta(minutes=30)
 

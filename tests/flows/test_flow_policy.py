@@ -17,6 +17,7 @@ from prefect.blocks.notifications import CustomWebhookNotificationBlock
 
 from flows.admin import lift_suspension
 from flows.canary_round import RoundSummary, canary_round
+from ground.settings import load_settings
 from quarantine.adapters.ignore import aignore_list
 from quarantine.adapters.store import aload_state
 from quarantine.exclusions import ignore_tags
@@ -105,8 +106,9 @@ async def test_q3_q8_observe_mode_records_would_suspend_and_notifies(
 async def test_q4_q5_capacity_floor_then_recovery_after_two_clean_rounds(
     canary_env: FleetHandle,
 ) -> None:
-    """3 endpoints, 2 broken: one is suspended, the other blocked by the floor (alert);
-    once fixed, the suspended one is reinstated after two clean rounds."""
+    """3 endpoints, 2 broken (in different ways: two of three hosts with the same defect is
+    the model's, issue 14): one is suspended, the other blocked by the floor (alert); once
+    fixed, the suspended one is reinstated after two clean rounds."""
     model = "test/floor"
     load_model(
         canary_env,
@@ -114,7 +116,7 @@ async def test_q4_q5_capacity_floor_then_recovery_after_two_clean_rounds(
         [
             endpoint("ok/fp8"),
             endpoint("bad1/fp8", defects=STRAY),
-            endpoint("bad2/fp8", defects=STRAY),
+            endpoint("bad2/fp8", defects=WALL),
         ],
     )
     assert _kinds(await _round(model, T0)) == []
@@ -290,7 +292,8 @@ async def test_c8_language_failure_confirmed_by_majority_and_locale_sticks(
     model = "test/lang"
     always = [{"kind": "language_switch", "rate": 1.0, "to": "en", "alt": "de"}]
     # first_n: every request of the first probe set switches, the confirmations do not
-    once = [{"kind": "language_switch", "first_n": 5, "to": "en", "alt": "de"}]
+    set_size = 3 + load_settings().start_samples  # language, refusal, structured, start x n
+    once = [{"kind": "language_switch", "first_n": set_size, "to": "en", "alt": "de"}]
     load_model(
         canary_env,
         model,
@@ -306,7 +309,7 @@ async def test_c8_language_failure_confirmed_by_majority_and_locale_sticks(
     assert rows["always/fp8"][1] == "failed" and "language:language_switch" in rows["always/fp8"][2]
     assert "language" not in rows["once/fp8"][2], rows["once/fp8"]
     confirmations = [r for r in canary_env.requests() if r["tag"] == "once/fp8"]
-    assert len(confirmations) == 5 + 2  # the probe set, then two confirmation attempts
+    assert len(confirmations) == set_size + 2  # the probe set, then two confirmation attempts
 
     second = await _round(model, T0 + HALF_HOUR)
     rows2 = {tag: (locale, verdict, why) for tag, locale, verdict, why in second.endpoints}

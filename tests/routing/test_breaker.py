@@ -151,11 +151,11 @@ def test_r9_half_open_probe_failing_with_another_class_reopens() -> None:
     board.record("alpha", F.CAPACITY, 0)
     assert board.admit("alpha", 6) and board.status("alpha", 6) is CircuitStatus.HALF_OPEN
     board.record("alpha", F.INVALID_RESPONSE, 6.5)
-    assert board.states[("alpha", F.CAPACITY)].status is CircuitStatus.OPEN
-    assert board.states[("alpha", F.CAPACITY)].opened_at == 6.5
+    assert board.states[("alpha", "", F.CAPACITY)].status is CircuitStatus.OPEN
+    assert board.states[("alpha", "", F.CAPACITY)].opened_at == 6.5
     assert board.status("alpha", 7) is CircuitStatus.OPEN and not board.admit("alpha", 7)
     board.record("alpha", F.PERMANENT, 7)  # a client's error is no verdict on the probe
-    assert board.states[("alpha", F.CAPACITY)].status is CircuitStatus.OPEN
+    assert board.states[("alpha", "", F.CAPACITY)].status is CircuitStatus.OPEN
 
 
 class BreakerMachine(RuleBasedStateMachine):

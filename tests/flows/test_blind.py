@@ -32,7 +32,7 @@ from quarantine.blind import BlindKind, blind_discovery, blind_round
 from quarantine.verdicts import round_verdict
 from tests.fixtures.canary_env import endpoint, load_model
 from tests.fixtures.fleet import FleetHandle
-from tests.test_flow_policy import webhook  # noqa: F401  (a real loopback webhook listener)
+from tests.flows.test_flow_policy import webhook  # noqa: F401  (a real loopback webhook listener)
 
 T0 = datetime(2026, 11, 5, 0, 0, tzinfo=UTC)
 HALF_HOUR = timedelta(minutes=30)

@@ -47,5 +47,5 @@ def test_o6_shipped_prefect_yaml_is_current_for_the_default_model() -> None:
     """deployments/prefect.yaml is the rendering of the default settings (regenerate it)."""
     from pathlib import Path
 
-    shipped = (Path(__file__).parents[1] / "deployments" / "prefect.yaml").read_text()
+    shipped = (Path(__file__).parents[2] / "deployments" / "prefect.yaml").read_text()
     assert shipped == render(Settings(_env_file=None, mode="observe"))

@@ -10,11 +10,13 @@ import pytest
 
 from ground.settings import load_settings
 from quarantine.adapters import admin
+from quarantine.adapters.ignore import aignore_list
+from quarantine.adapters.incidents import aadd_runtime_exclusion, aremove_runtime_exclusion
 from quarantine.adapters.ledger import Ledger
 from quarantine.adapters.store import aload_state, aupdate_state
 from quarantine.errors import NotSuspendedError, UnknownModelError, UnknownTagError
 from quarantine.models import Mode
-from tests.test_quarantine_support import DAY, HALF_HOUR, T0, C, F, run
+from tests.fixtures.quarantine_support import DAY, HALF_HOUR, T0, C, F, run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
 HOUR = timedelta(hours=1)
@@ -101,7 +103,7 @@ async def test_q8_lift_updates_state_and_ledger(tmp_path: Path) -> None:
     after = await aload_state(model)
     assert after.revision == before.revision + 1
     assert after.providers["a"].suspended_until is None
-    assert (await admin.aignore(model, T0 + HOUR)) == []
+    assert (await aignore_list(model, T0 + HOUR)) == []
     frame = Ledger(settings.resolved_ledger_url).decisions_frame(model)
     assert list(frame["kind"]) == ["lifted"] and list(frame["actor"]) == ["alice"]
 
@@ -138,18 +140,9 @@ async def test_o4_status_of_an_unknown_model_is_a_clear_error() -> None:
 async def test_q7b_admin_exclusions_reach_the_status_ignore_list() -> None:
     """Q7b/O4: an exclusion added by an admin is in the next status; removing it takes it out."""
     model = await seeded()
-    await admin.aadd_exclusion(model, "b", "incident 7", "ops", T0, until=T0 + DAY)
+    await aadd_runtime_exclusion(
+        model, "b", reason="incident 7", author="ops", until=T0 + DAY, now=T0
+    )
     assert (await admin.astatus(model, T0 + HOUR)).to_json()["ignore"] == ["a", "b"]
-    await admin.aremove_exclusion(model, "b", "ops", T0 + 2 * HOUR)
+    await aremove_runtime_exclusion(model, "b", actor="ops", now=T0 + 2 * HOUR)
     assert (await admin.astatus(model, T0 + 2 * HOUR)).to_json()["ignore"] == ["a"]
-
-
-def test_q8_sync_admin_wrappers(tmp_path: Path) -> None:
-    """Q8: the sync status and lift wrappers work outside an event loop."""
-    from prefect.utilities.asyncutils import run_coro_as_sync
-
-    model = run_coro_as_sync(seeded())
-    assert model is not None
-    assert admin.status(model, T0 + HOUR).providers["a"].state.value == "suspended"
-    admin.lift(model, "a", "ok", "bob", T0 + HOUR, settings=load_settings(home=tmp_path))
-    assert admin.status(model, T0 + HOUR).providers["a"].state.value == "active"

@@ -31,7 +31,7 @@ from tests.data.variants import (
 )
 
 FAIL, PASS, INCONCLUSIVE = OutcomeStatus.FAIL, OutcomeStatus.PASS, OutcomeStatus.INCONCLUSIVE
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Whole-reply switches between close pairs (reply in B where the locale asks for A).
 CLOSE_SWITCHES = [

@@ -110,7 +110,7 @@ def test_c9_fleet_stray_starts_all_caught() -> None:
         ("«مرحبا» قالت وهي تبتسم.", "ar", PASS),
         ("،قالت وهي تبتسم.", "ar", FAIL),
         ("\u200fقالت وهي تبتسم.", "ar", PASS),
-        ("\ufeff*She smiles.*", "en", PASS),
+        ("\ufeff*She smiles.*", "en", FAIL),  # invisible bytes before the text (issue 14)
         ("   \n*She smiles.*", "en", PASS),
     ],
 )

@@ -11,7 +11,7 @@ from quarantine.errors import NotSuspendedError, UnknownTagError
 from quarantine.exclusions import ignore_tags, merge_ignore
 from quarantine.models import DecisionKind, Mode, ModelState
 from quarantine.policy import lift, step, switch_mode
-from tests.test_quarantine_support import (
+from tests.fixtures.quarantine_support import (
     DAY,
     HALF_HOUR,
     MODEL,

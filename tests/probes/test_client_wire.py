@@ -22,7 +22,7 @@ from wire.retry_after import parse_retry_after
 from wire.sse import Comment, Event, SSEParser
 from wire.text import Scrubber
 
-CORPUS = Path(__file__).parent / "data" / "corpus" / "clean"
+CORPUS = Path(__file__).parents[1] / "data" / "corpus" / "clean"
 
 
 # ---- SSE -------------------------------------------------------------------------------------

@@ -1,0 +1,80 @@
+"""The round's peer comparison as a Prefect task (a thin wrapper of probes/peer_round.py),
+and what it adds to the audit material: alert lines and a markdown section (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from ground.settings import load_settings
+from probes.peer_round import PEER_OUTLIER, PeerRound, judge_with_peers
+from probes.probeset import ProbeSetResult
+from probes.types import Contract, Outcome
+
+
+@task(name="peer-comparison", cache_policy=NO_CACHE)
+def compare_with_peers(
+    outcomes: Mapping[str, Sequence[Outcome]],
+    results: Mapping[str, ProbeSetResult],
+    exclude: Collection[str],
+) -> PeerRound:
+    """Each rate contract of each endpoint against the other endpoints of the round."""
+    s = load_settings()
+    return judge_with_peers(
+        outcomes,
+        results,
+        exclude=exclude,
+        alpha=s.peer_alpha,
+        min_effect=s.peer_min_effect,
+        min_replies=s.start_anomaly_min_replies,
+        min_share=s.start_anomaly_share,
+    )
+
+
+def observe_only_reasons() -> frozenset[str]:
+    """Failure reasons the round records but does not count (settings decide)."""
+    if load_settings().start_peer_outlier_enforce:
+        return frozenset()
+    return frozenset({f"{Contract.START.value}:{PEER_OUTLIER}"})
+
+
+def finding_lines(peers: PeerRound | None) -> list[str]:
+    """One alert line per model-level finding."""
+    return [f.line() for f in peers.findings] if peers else []
+
+
+def peers_markdown(peers: PeerRound | None) -> str:
+    """The artifact section: model-level findings, hosts above a bar with their peer
+    decision, and start fingerprints unlike the peers'."""
+    if peers is None:
+        return ""
+    out = ["", "## Model-level findings", ""]
+    out += [f"- {f.line()}: {', '.join(f'`{t}`' for t in f.hosts_above)}" for f in peers.findings]
+    if not peers.findings:
+        out.append("None.")
+    above = [v for v in peers.verdicts if v.above_bar]
+    out += ["", "## Compared with the peers", ""]
+    if above:
+        out += [
+            "| endpoint | contract | host | peers | p (corrected) | decision |",
+            "|---|---|---|---|---|---|",
+        ]
+        out += [
+            f"| `{v.tag}` | {v.contract} | {v.host} | {v.peers} | {v.p_adjusted:.3g} | "
+            f"{v.decision.value} |"
+            for v in sorted(above, key=lambda v: (v.tag, v.contract))
+        ]
+    else:
+        out.append("No endpoint above a contract's bar.")
+    out += ["", "## Start fingerprints unlike the peers (observed)", ""]
+    if peers.fingerprint_outliers:
+        out += [
+            f"- `{o.tag}` [{o.locale}]: {o.feature}={o.value!r} in {o.host} replies vs "
+            f"{o.peers} of the peers (p corrected {o.p_adjusted:.3g})"
+            for o in peers.fingerprint_outliers
+        ]
+    else:
+        out.append("None.")
+    return "\n".join(out) + "\n"

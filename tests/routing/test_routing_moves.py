@@ -1,0 +1,137 @@
+"""The router's next move as a pure function (R2-R5): each failure class and budget state
+maps to exactly one move, with no clock, randomness or I/O inside."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ground.settings import Allowances
+from routing.classify import Classification
+from routing.contracts import Contract
+from routing.deadline import Deadline
+from routing.errors import (
+    AmbiguousCompletionError,
+    FailureClass,
+    PermanentRequestError,
+    UpstreamMisconfiguredError,
+)
+from routing.moves import FallBack, LoopBudget, RetryPolicy, RetrySame, Stop, next_move
+from routing.routes import Route
+from tests.fixtures.routing import routing_catalog
+
+F = FailureClass
+POLICY = RetryPolicy(backoff_base_s=0.1, backoff_cap_s=2.0, allowances=Allowances())
+ROUTE = Route(id="alpha", model="acme/alpha", context_length=8192)
+
+
+def contract(workload: str = "chat", **update: object) -> Contract:
+    c = routing_catalog().contract(workload)
+    return Contract.model_validate({**c.model_dump(), **update}) if update else c
+
+
+def move(
+    c: Classification,
+    *,
+    budget: LoopBudget | None = None,
+    remaining_s: float = 10.0,
+    jitter: float = 0.5,
+    workload_contract: Contract | None = None,
+) -> tuple[object, LoopBudget]:
+    deadline = Deadline(at=100.0 + remaining_s, allowances=Allowances())
+    return next_move(
+        c,
+        route=ROUTE,
+        contract=workload_contract or contract(),
+        budget=budget or LoopBudget.start(POLICY),
+        deadline=deadline,
+        now=100.0,
+        jitter=jitter,
+        policy=POLICY,
+        status_code=502,
+    )
+
+
+@pytest.mark.parametrize(
+    ("cls", "error"),
+    [(F.UPSTREAM_CONFIG, UpstreamMisconfiguredError), (F.PERMANENT, PermanentRequestError)],
+)
+def test_r2_our_key_and_permanent_failures_stop(cls: FailureClass, error: type) -> None:
+    m, _ = move(Classification(cls, "x"))
+    assert isinstance(m, Stop) and isinstance(m.error, error) and m.error.status_code == 502
+
+
+def test_r8_ambiguous_stops_unless_the_workload_replays() -> None:
+    c = Classification(F.AMBIGUOUS, "stream_cut")
+    m, _ = move(c, workload_contract=contract(ambiguous_policy="fail"))
+    assert isinstance(m, Stop) and isinstance(m.error, AmbiguousCompletionError)
+    m, _ = move(c, workload_contract=contract(ambiguous_policy="replay"))
+    assert isinstance(m, FallBack) and m.reason == "ambiguous_completion:stream_cut"
+
+
+def test_r5_early_transient_retries_the_route_once_after_full_jitter() -> None:
+    """delay = jitter * min(cap, base * 2**i); the second early failure falls back."""
+    c = Classification(F.TRANSIENT, "connect_error", early=True)
+    m, budget = move(c, jitter=0.5)
+    assert m == RetrySame(0.05, "transient_transport:connect_error")
+    assert budget == LoopBudget(same_route_left=0, retry_index=1)
+    m, _ = move(c, budget=budget)
+    assert isinstance(m, FallBack)
+
+
+def test_r5_late_transient_falls_back() -> None:
+    m, budget = move(Classification(F.TRANSIENT, "read_timeout", early=False))
+    assert isinstance(m, FallBack) and budget == LoopBudget.start(POLICY)
+
+
+def test_r4_a_backoff_that_does_not_fit_the_deadline_falls_back() -> None:
+    c = Classification(F.TRANSIENT, "connect_error", early=True)
+    m, _ = move(c, remaining_s=Allowances().required_s + 0.01, jitter=0.99)
+    assert isinstance(m, FallBack)
+
+
+def test_r5_retry_after_honoured_once_per_route_when_it_fits() -> None:
+    c = Classification(F.CAPACITY, "rate_limited", retry_after_s=3.0)
+    m, budget = move(c)
+    assert m == RetrySame(3.0, "capacity:rate_limited") and budget.hinted == {"alpha"}
+    m, _ = move(c, budget=budget)
+    assert m == FallBack("retry_after_repeated:rate_limited")
+    m, _ = move(c, remaining_s=2.0)
+    assert m == FallBack("retry_after_3s_exceeds_deadline")
+
+
+def test_r6_context_overflow_asks_the_next_route_for_more_context() -> None:
+    m, _ = move(Classification(F.INCOMPATIBLE, "context_length_exceeded"))
+    assert m == FallBack("route_incompatible:context_length_exceeded", min_context=8192)
+
+
+@given(
+    cls=st.sampled_from(list(FailureClass)),
+    early=st.booleans(),
+    retry_after=st.none() | st.floats(0, 100),
+    left=st.integers(0, 2),
+    index=st.integers(0, 10),
+    remaining=st.floats(0, 60),
+    jitter=st.floats(0, 0.999),
+)
+def test_r3_every_failure_has_exactly_one_bounded_move(
+    cls: FailureClass,
+    early: bool,
+    retry_after: float | None,
+    left: int,
+    index: int,
+    remaining: float,
+    jitter: float,
+) -> None:
+    """Any classification gives one move; a same-route wait always fits the deadline and
+    never exceeds the cap or the hint; budgets only shrink."""
+    c = Classification(cls, "r", early=early, retry_after_s=retry_after)
+    budget = LoopBudget(same_route_left=left, retry_index=index)
+    m, after = move(c, budget=budget, remaining_s=remaining, jitter=jitter)
+    assert isinstance(m, Stop | RetrySame | FallBack)
+    assert after.same_route_left <= budget.same_route_left
+    if isinstance(m, RetrySame):
+        deadline = Deadline(at=100.0 + remaining, allowances=Allowances())
+        assert deadline.may_start(100.0, wait_s=m.wait_s)
+        assert m.wait_s <= max(POLICY.backoff_cap_s, retry_after or 0.0)
