@@ -8,8 +8,13 @@ one machine with embedded defaults.
    printing which hosts failed what and the resulting provider.ignore,
 4. a recovery: the start-corrupting host is fixed in the fleet and is
    reinstated after two clean rounds,
-5. the UI address to inspect the flow runs; then everything it started is
-   stopped (or kept up with --keep-ui).
+5. the health report of the rounds (a flow run: HTML page with plots and a summary
+   artifact),
+6. what to look at in the UI, which stays up (`canary server stop` stops it; `--stop-ui`
+   stops it at the end instead); the fleet is stopped.
+
+Prefect's per-endpoint log lines stay out of the terminal (they are in the UI) unless
+`--verbose`.
 
 The first logical time is the next half-hour slot at which the locale rotation
 gives the Portuguese-mixing host a Portuguese prompt, so the mixing incident
@@ -26,11 +31,13 @@ import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from flows.roundplan import ROUND_SECONDS, next_slot_with_locale
+from ground.prefect_server import LocalServer
 from ground.settings import DEFAULT_MODEL, Settings
 
 MIX_HOST = "mixhost/fp8"
@@ -75,15 +82,20 @@ def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
-def run_demo(settings: Settings, *, rounds_before_fix: int = 3, keep_ui: bool = False) -> int:
-    from ground.prefect_server import start_local_server, stop_pid
+def run_demo(
+    settings: Settings, *, rounds_before_fix: int = 3, keep_ui: bool = True, verbose: bool = False
+) -> int:
+    from ground.prefect_server import start_local_server, stop_local_server, stop_pid
 
-    home = settings.home / "demo"
+    home = demo_home(settings)
+    demo_settings = settings.model_copy(update={"home": home})
+    if stop_local_server(demo_settings):  # a UI left up by an earlier demo
+        _say("[demo] stopped the Prefect server left up by the previous demo")
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     prefect_port = free_port(settings.prefect_port)
     fleet_port = free_port(8600)
-    demo_settings = settings.model_copy(update={"home": home, "prefect_port": prefect_port})
+    demo_settings = demo_settings.model_copy(update={"prefect_port": prefect_port})
     fleet_key = settings.fleet_key.get_secret_value()
 
     _say(f"[demo] starting a local Prefect server on SQLite ({home / 'prefect'}) ...")
@@ -97,6 +109,7 @@ def run_demo(settings: Settings, *, rounds_before_fix: int = 3, keep_ui: bool = 
         start_new_session=True,
     )  # fmt: skip
     base_url = f"http://127.0.0.1:{fleet_port}/api/v1"
+    guide: list[str] = []
     try:
         _wait_http(f"{base_url}/models", 60)
         _say(f"[demo] seed-incidents fleet on {base_url}")
@@ -111,20 +124,28 @@ def run_demo(settings: Settings, *, rounds_before_fix: int = 3, keep_ui: bool = 
             }
         )
         os.environ.pop("OPENROUTER_API_KEY", None)
-        return asyncio.run(_rounds(base_url, fleet_key, server.ui_url, rounds_before_fix))
+        guide = asyncio.run(_rounds(base_url, fleet_key, server, rounds_before_fix, verbose))
+        return 0
     finally:
-        if keep_ui:
-            _say(f"[demo] keeping the Prefect UI up at {server.ui_url} (pid {server.pid});")
-            _say(f"       stop it with: CANARY_HOME={home} canary server stop")
+        stop_pid(fleet.pid)
+        fleet_log.close()
+        if keep_ui and guide:
+            _say(
+                f"\n[demo] the Prefect UI stays up at {server.ui_url}; stop it with: canary server stop"
+            )
+            for line in guide:
+                _say(line)
         else:
             if server.pid is not None:
                 stop_pid(server.pid)
             (home / "prefect" / "server.pid").unlink(missing_ok=True)
-        stop_pid(fleet.pid)
-        fleet_log.close()
+            _say("[demo] Prefect server stopped")
 
 
-async def _rounds(base_url: str, key: str, ui_url: str, rounds_before_fix: int) -> int:
+async def _rounds(
+    base_url: str, key: str, server: LocalServer, rounds_before_fix: int, verbose: bool
+) -> list[str]:
+    """The rounds, the fix, the report; returns the closing guide's lines."""
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from canary.cli.tables import print_round, quiet_task_logs
@@ -133,31 +154,81 @@ async def _rounds(base_url: str, key: str, ui_url: str, rounds_before_fix: int) 
     from probes.client import ProbeClient
 
     settings = load_settings()
-    quiet_task_logs()
+    quiet_task_logs(verbose, also=() if verbose else ("canary.notify",))
     with temporary_settings(updates={PREFECT_API_URL: os.environ["PREFECT_API_URL"]}):
         async with ProbeClient.from_settings(settings) as client:
             tags = [e.tag for e in await client.discover(DEFAULT_MODEL)]
         at = first_round_time(tags, list(settings.locales), datetime.now(UTC))
         total = rounds_before_fix + 2
+        last_run: str | None = None
         for n in range(total):
             if n == rounds_before_fix:
                 _say(f"\n[demo] the operator of {FIXED_HOST} fixes it (fleet scenario updated)")
                 await _fix_host(base_url, key, FIXED_HOST)
             _say(f"\n[demo] round {n + 1}/{total} at logical time {at:%Y-%m-%d %H:%M}Z")
             started = time.monotonic()
-            summary = await canary_round(  # the demo replays upcoming slots on purpose
-                model=DEFAULT_MODEL, mode="enforce", at=at, allow_future=True
+            state = await canary_round(  # the demo replays upcoming slots on purpose
+                model=DEFAULT_MODEL, mode="enforce", at=at, allow_future=True, return_state=True
             )
+            summary = await state.aresult(raise_on_failure=True)
+            last_run = str(state.state_details.flow_run_id)
             print_round(summary)
             _say(f"[demo] round took {time.monotonic() - started:.1f} s")
+            last_at = at
             at += timedelta(seconds=ROUND_SECONDS)
-    _say(
-        f"\n[demo] inspect the flow runs, task runs, artifacts and logs in the Prefect UI: {ui_url}"
-    )
+        report_path = await _report(last_at)
+        guide = await _guide(server, last_run, report_path)
     from prefect.logging.handlers import APILogHandler
 
-    await APILogHandler.aflush()  # ship the last run logs before the server goes away
-    return 0
+    await APILogHandler.aflush()  # ship the last run logs before the fleet goes away
+    return guide
+
+
+async def _report(last_at: datetime) -> Path:
+    """The health report of the demo's rounds, as the daily report deployment makes it."""
+    from flows.report import daily_report
+
+    result = await daily_report(model=DEFAULT_MODEL, since_days=1, at=last_at)
+    path = Path(result["html"])
+    _say(f"\n[demo] health report: {path}")
+    _say(f"       (figures next to it; rebuild with: canary report --model {DEFAULT_MODEL})")
+    return path
+
+
+async def _guide(server: LocalServer, flow_run_id: str | None, report_path: Path) -> list[str]:
+    """The last lines: where each answer lives in the UI, with direct addresses."""
+    ui_url = server.ui_url
+    from prefect import get_client
+
+    from flows.status_artifact import status_key
+    from quarantine.adapters.store import BLOCK_TYPE_SLUG, block_name
+
+    async with get_client() as client:
+        block = await client.read_block_document_by_name(block_name(DEFAULT_MODEL), BLOCK_TYPE_SLUG)
+    slug = block_name(DEFAULT_MODEL)
+    lines = [
+        "",
+        f"[demo] what to look at in the Prefect UI ({ui_url}):",
+        "  1. Who is out of traffic, until when and why: Blocks > Canary Quarantine State >",
+        f"     {slug}   {ui_url}/blocks/block/{block.id}",
+        "  2. The quarantine's history, one version per round, with the evidence: Artifacts >",
+        f"     {status_key(DEFAULT_MODEL)}   {ui_url}/artifacts/key/{status_key(DEFAULT_MODEL)}",
+    ]
+    if flow_run_id:
+        lines += [
+            "  3. The last round: the graph's red 'verdict' task runs are the endpoints that",
+            "     failed a contract (named after it); its Artifacts tab has the table (failures",
+            "     first), the decisions with the numbers behind them and the failing transcripts:",
+            f"     {ui_url}/runs/flow-run/{flow_run_id}",
+        ]
+    lines += [
+        f"  4. Health over time (open in a browser, works offline): {report_path}",
+        f"     and its summary: {ui_url}/artifacts/key/canary-report-{slug}",
+        "  From a terminal (any shell): export CANARY_HOME="
+        f"{os.environ.get('CANARY_HOME', '')} PREFECT_API_URL={server.api_url}",
+        f"     canary status; canary history --provider {FIXED_HOST}; canary exclude list",
+    ]
+    return lines
 
 
 async def _fix_host(base_url: str, key: str, tag: str) -> None:
@@ -174,3 +245,8 @@ async def _fix_host(base_url: str, key: str, tag: str) -> None:
                     endpoint["defects"] = []
         response = await http.post(f"{root}/_fleet/scenario", json={"scenario": scenario})
         response.raise_for_status()
+
+
+def demo_home(settings: Settings) -> Path:
+    """Where the demo keeps its Prefect server and ledger (apart from real state)."""
+    return settings.home / "demo"

@@ -2,7 +2,8 @@
 process without a work pool (O2, O6). One scheduled round deployment per
 configured model (cron every 30 min, UTC, one run per model at a time:
 `concurrency_limit=1` with `CANCEL_NEW`), plus unscheduled triage and admin
-deployments so analysts can start them from the Prefect UI."""
+deployments so analysts can start them from the Prefect UI, and a daily health report per
+model (`flows/report.py`: the HTML page with plots and a summary artifact linking it)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,16 @@ ONE_AT_A_TIME = ConcurrencyLimitConfig(
 )
 
 
+REPORT_CRON = "0 6 * * *"  # daily, 06:00 UTC
+REPORT_DAYS = 7
+
+
 def round_deployment_name(model: str) -> str:
     return f"round-{model_slug(model)}"
+
+
+def report_deployment_name(model: str) -> str:
+    return f"report-{model_slug(model)}"
 
 
 def deployment_specs(settings: Settings) -> list[dict[str, Any]]:
@@ -34,6 +43,19 @@ def deployment_specs(settings: Settings) -> list[dict[str, Any]]:
             "tags": ["provider-canary", f"model:{model}", f"mode:{settings.mode}"],
             "concurrency_limit": 1,
             "description": f"Canary round for {model} every 30 minutes (UTC).",
+        }
+        for model in settings.models
+    ]
+    specs += [
+        {
+            "name": report_deployment_name(model),
+            "flow": "daily_report",
+            "entrypoint": "flows/report.py:daily_report",
+            "cron": REPORT_CRON,
+            "parameters": {"model": model, "since_days": REPORT_DAYS},
+            "tags": ["provider-canary", "report", f"model:{model}"],
+            "concurrency_limit": 1,
+            "description": f"Daily health report of {model} over {REPORT_DAYS} days (HTML + plots).",
         }
         for model in settings.models
     ]
@@ -72,10 +94,12 @@ def build_deployments(settings: Settings) -> list[Any]:
     from flows.admin import add_exclusion, lift_suspension, remove_exclusion
     from flows.canary_round import canary_round
     from flows.maintenance import release_lock, reset_clock
+    from flows.report import daily_report
     from flows.triage import triage
 
     flows: dict[str, Any] = {
         "canary_round": canary_round,
+        "daily_report": daily_report,
         "triage": triage,
         "lift_suspension": lift_suspension,
         "add_exclusion": add_exclusion,

@@ -29,8 +29,10 @@ def render(settings: Settings) -> str:
             "parameters": spec["parameters"],
             "work_pool": "*canary_pool",
         }
-        if spec["cron"]:
+        if spec["cron"] == settings.round_cron:
             item["schedules"] = "*every_30_minutes"
+        elif spec["cron"]:
+            item["schedules"] = [{"cron": spec["cron"], "timezone": "UTC"}]
         if spec["concurrency_limit"]:
             item["concurrency_limit"] = "*one_at_a_time"
         deployments.append(item)

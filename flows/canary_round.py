@@ -4,9 +4,10 @@
              ─► language confirmations (2 more attempts per language failure)
              ─► majority vote (2 of 3) ─► peer comparison (each rate contract against the
                  other endpoints; model-level findings) ─► round verdicts (controls judge
-                 the refusal probe)
+                 the refusal probe), one `verdict` task run per endpoint (red when a
+                 contract failed: flows/graph.py)
              ─► policy step with the capacity floor ─► apply (enforce) / record (observe)
-             ─► ledger rows, artifacts, events, admin notifications
+             ─► ledger rows, artifacts (flows/round_artifacts.py), events, admin notifications
 
 `at` is the round's logical time (default now), so rounds can be replayed and
 the 1/3/7-day ladder exercised without waiting; an `at` more than one slot in the
@@ -29,35 +30,35 @@ probes end in typed outcomes). A ledger that cannot be written leaves the round
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import UUID
 
 from prefect import flow, get_client, get_run_logger
-from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
 from prefect.events import emit_event
+from prefect.futures import wait
 from prefect.runtime import flow_run
 from prefect.states import Cancelled, Completed, Failed, State
 from pydantic import BaseModel
 
 from flows import tasks
 from flows.blind import end_blind
+from flows.graph import verdict_label
 from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_event, notify_admins
-from flows.peer_step import compare_with_peers, finding_lines, observe_only_reasons, peers_markdown
-from flows.render import decisions_markdown, endpoint_lines, outcome_rows
+from flows.peer_step import compare_with_peers, finding_lines, observe_only_reasons
+from flows.render import endpoint_lines, evidence_lines
+from flows.round_artifacts import best_effort, publish_round_artifacts
 from flows.roundlock import round_lock
 from flows.roundplan import RoundPlan, plan_round, round_id, round_index
 from ground.clock import as_utc
 from ground.settings import DEFAULT_MODEL, load_settings
-from ground.slugs import model_slug
 from probes.contracts import ControlVerdict, judge_controls
 from probes.errors import DiscoveryError
 from probes.peer_round import PeerRound
 from probes.probeset import ProbeSetResult
-from probes.types import Contract, Endpoint, Outcome
+from probes.types import Contract, Endpoint, Outcome, Transcript
 from quarantine.adapters.lease import Lease, LeaseLostError, LeaseTimeoutError
 from quarantine.blind import blind_discovery, blind_round
 from quarantine.clock import clock_ahead, future_at
@@ -186,6 +187,7 @@ class Judged:
     control_verdict: ControlVerdict
     weak: bool  # the refusal probe is weak this round (a control passed, C5)
     peers: PeerRound | None = None  # the peer comparison (verdicts, model-level findings)
+    transcripts: Mapping[str, list[Transcript]] = field(default_factory=dict)  # per endpoint
 
 
 async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) -> Judged:
@@ -232,7 +234,20 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) 
         for tag, items in peers.outcomes.items()
         if tag not in plan.controls
     }
-    return Judged(peers.outcomes, verdicts, control_refusals, control_verdict, weak, peers)
+    with best_effort(logger, "verdict task runs"):  # the run's graph tells the story (O3)
+        marks = [
+            tasks.endpoint_verdict.submit(
+                label=verdict_label(verdict),
+                verdict=verdict,
+                evidence=evidence_lines(peers.outcomes[tag]),
+            )
+            for tag, verdict in sorted(verdicts.items())
+        ]
+        await asyncio.to_thread(wait, marks)
+    transcripts = {t: r.transcripts for t, r in results.items()}
+    return Judged(
+        peers.outcomes, verdicts, control_refusals, control_verdict, weak, peers, transcripts
+    )
 
 
 def round_report(
@@ -304,11 +319,11 @@ async def _round(
     report = round_report(plan, judged, mode, exclusions)
     planned = tasks.policy_step(state, report)
     await lease.check()  # never apply under a lock this run no longer holds
-    _new_state, decisions = await tasks.apply_report(report, planned)
+    new_state, decisions = await tasks.apply_report(report, planned)
     # From here on the state is applied: audit material and alerts are best-effort, so a
     # broken webhook or artifact write cannot fail the run (and hide its decisions).
     summary = await publish(
-        plan, mode, report, judged, decisions, settings.notification_block, logger
+        plan, mode, report, judged, decisions, settings.notification_block, logger, new_state
     )
     if summary.warnings:
         return Completed(
@@ -325,54 +340,36 @@ async def publish(
     decisions: list[Decision],
     notification_block: str | None,
     logger: Any,
+    state: ModelState | None = None,
 ) -> RoundSummary:
-    """Ledger rows, artifacts (O3), events and admin alerts (Q8) for an applied round."""
+    """Ledger rows, artifacts (O3), events and admin alerts (Q8) for an applied round;
+    `state` is the state just applied (for the living status artifact)."""
     model, at = plan.model, plan.at
-    ignore: list[dict[str, Any]] = []
+    entries: list[IgnoreEntry] = []
     try:
-        ignore = [e.model_dump(mode="json") for e in await tasks.read_exclusions(model, at)]
+        entries = await tasks.read_exclusions(model, at)
     except Exception as exc:  # the state is applied; report what we could not read
         logger.error("could not read provider.ignore after the round: %s", exc)
+    ignore = [e.model_dump(mode="json") for e in entries]
     warnings: list[str] = []
     try:
         tasks.record_ledger(report, judged.voted, decisions)
     except Exception as exc:  # the state is applied: say so loudly, do not fail the run
         warnings.append(ledger_warning(exc))
         logger.error("round applied, but %s", warnings[-1])
-        with _best_effort(logger, "ledger alert event"):
+        with best_effort(logger, "ledger alert event"):
             emit_event(
                 event="canary.ledger.write_failed",
                 resource={"prefect.resource.id": f"canary.ledger.{model}", "canary.model": model},
                 payload={"round_id": plan.round_id, "error": warnings[-1]},
             )
-    slug = model_slug(model)
-    with _best_effort(logger, "round table artifact"):
-        await acreate_table_artifact(
-            key=f"canary-round-{slug}",
-            table=outcome_rows(judged.voted, plan.locales, judged.verdicts, plan.controls),
-            description=f"Round {plan.round_id}: every endpoint x contract",
-        )
-    with _best_effort(logger, "decisions artifact"):
-        await acreate_markdown_artifact(
-            key=f"canary-decisions-{slug}",
-            markdown=decisions_markdown(
-                model=model,
-                round_id=plan.round_id,
-                mode=mode.value,
-                decisions=decisions,
-                verdicts=judged.verdicts,
-                ignore=ignore,
-                weak_controls=judged.control_verdict.passed_controls if judged.weak else [],
-            )
-            + peers_markdown(judged.peers),
-            description=f"Round {plan.round_id}: decisions and evidence",
-        )
-    with _best_effort(logger, "decision events"):
+    await publish_round_artifacts(plan, mode, judged, decisions, entries, state, logger)
+    with best_effort(logger, "decision events"):
         emit_decision_events(decisions, round_id=plan.round_id)
     lines = alert_lines(decisions) + finding_lines(judged.peers) + warnings
     if judged.weak:
         passed = list(judged.control_verdict.passed_controls)
-        with _best_effort(logger, "weak-probe event"):
+        with best_effort(logger, "weak-probe event"):
             emit_weak_probe_event(model, plan.round_id, passed, judged.control_verdict.reason)
         lines.insert(0, f"weak refusal probe: control(s) {', '.join(passed)} passed")
     subject = f"provider-canary: {model} ({plan.round_id})"
@@ -410,14 +407,6 @@ def ledger_warning(exc: BaseException) -> str:
         f"ledger write failed ({type(exc).__name__}: {first}); the round's rows are missing "
         "from the ledger (README: repairing the ledger)"
     )
-
-
-@contextmanager
-def _best_effort(logger: Any, what: str) -> Iterator[None]:
-    try:
-        yield
-    except Exception as exc:
-        logger.error("round applied, but writing the %s failed: %s", what, exc)
 
 
 def _brief(outcomes: Any) -> str:

@@ -1,15 +1,19 @@
 """What an analyst reads in the Prefect UI (O3): the round's table
-(endpoint x contract) and a markdown summary of the decisions with their
-evidence. Pure functions from round data to rows and text."""
+(endpoint x contract, failing endpoints first) and a markdown summary of the decisions with
+the numbers behind them (`probes.evidence`). Pure functions from round data to rows and text."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from probes.evidence import evidence_brief, evidence_text
 from probes.types import Outcome
 from quarantine.models import Decision
 from quarantine.verdicts import ProviderRound
+
+_VERDICT_ORDER = {"failed": 0, "frozen": 1, "control": 2, "clean": 3}
+_STATUS_ORDER = {"fail": 0, "transport": 1, "misrouted": 1, "inconclusive": 2}
 
 
 def outcome_rows(
@@ -18,23 +22,34 @@ def outcome_rows(
     verdicts: Mapping[str, ProviderRound],
     controls: Iterable[str] = (),
 ) -> list[dict[str, Any]]:
-    """One row per endpoint and contract: outcome, reason, ttft, locale, round verdict."""
+    """One row per endpoint and contract, failing endpoints first (their failing contracts
+    first): verdict, outcome, locale and the numbers behind the outcome in a few words
+    (TTFT against the bar, k/n anomalous starts, language shares, schema path). Columns are
+    short so the table fits the UI; the reason codes and the long evidence are in the
+    decisions markdown."""
     control_set = set(controls)
     rows: list[dict[str, Any]] = []
-    for tag in sorted(outcomes):
+    for tag in outcomes:
         verdict = verdicts.get(tag)
-        for o in sorted(outcomes[tag], key=lambda o: o.contract.value):
+        for o in outcomes[tag]:
             rows.append(
                 {
                     "endpoint": tag + (" (control)" if tag in control_set else ""),
+                    "verdict": verdict.verdict.value if verdict else "control",
                     "contract": o.contract.value,
                     "outcome": o.status.value,
-                    "reason": o.reason,
-                    "ttft_s": None if o.ttft_s is None else round(o.ttft_s, 3),
                     "locale": o.locale or locales.get(tag, ""),
-                    "round_verdict": verdict.verdict.value if verdict else "control",
+                    "evidence": evidence_brief(o),
                 }
             )
+    rows.sort(
+        key=lambda r: (
+            _VERDICT_ORDER.get(r["verdict"], 9),
+            r["endpoint"],
+            _STATUS_ORDER.get(r["outcome"], 3),
+            r["contract"],
+        )
+    )
     return rows
 
 
@@ -48,6 +63,20 @@ def endpoint_lines(
     ]
 
 
+def _endpoint(tag: str) -> str:
+    return f"`{tag}`" if tag else "(whole model)"
+
+
+def evidence_lines(outcomes: Sequence[Outcome], statuses: Iterable[str] = ("fail",)) -> list[str]:
+    """`contract: reason: the numbers` for the outcomes with one of `statuses` (pure)."""
+    wanted = set(statuses)
+    return [
+        f"{o.contract.value} `{o.reason}`: {evidence_text(o)}"
+        for o in sorted(outcomes, key=lambda o: o.contract.value)
+        if o.status.value in wanted
+    ]
+
+
 def decisions_markdown(
     *,
     model: str,
@@ -57,8 +86,14 @@ def decisions_markdown(
     verdicts: Mapping[str, ProviderRound],
     ignore: Sequence[Mapping[str, Any]],
     weak_controls: Sequence[str] = (),
+    outcomes: Mapping[str, Sequence[Outcome]] | None = None,
+    controls: Mapping[str, Sequence[Outcome]] | None = None,
 ) -> str:
-    """The round summary: why each host was (would be) suspended, blocked or reinstated."""
+    """The round summary: why each host was (would be) suspended, blocked or reinstated, and
+    the numbers behind every failing verdict (failing endpoints first). The decisions table
+    has short columns only; evidence and round ids follow it as a list, so nothing is cut
+    off on the right in the UI."""
+    outcomes = outcomes or {}
     failed = {t: v for t, v in verdicts.items() if v.verdict.value == "failed"}
     frozen = sorted(t for t, v in verdicts.items() if v.verdict.value == "frozen")
     out = [f"# Canary round `{round_id}`", "", f"Model `{model}`, mode **{mode}**.", ""]
@@ -67,33 +102,46 @@ def decisions_markdown(
             "> **Weak refusal probe**: positive control(s) "
             + ", ".join(f"`{c}`" for c in weak_controls)
             + " passed although they are known to filter. Refusal failures were not "
-            "counted this round (C5).",
+            "counted this round.",
             "",
         ]
     out += ["## Decisions", ""]
     if decisions:
-        out += [
-            "| decision | endpoint | until | rung | evidence | rounds |",
-            "|---|---|---|---|---|---|",
-        ]
+        out += ["| decision | endpoint | until | rung |", "|---|---|---|---|"]
         for d in decisions:
             until = f"{d.until:%Y-%m-%d %H:%M}Z" if d.until else ""
-            out.append(
-                f"| {d.kind.value} | `{d.tag}` | {until} | {d.rung or ''} | "
-                f"{'; '.join(d.evidence) or d.reason} | {', '.join(d.round_ids)} |"
-            )
+            out.append(f"| {d.kind.value} | {_endpoint(d.tag)} | {until} | {d.rung or ''} |")
+        out.append("")
+        for d in decisions:
+            out.append(f"- **{d.kind.value}** {_endpoint(d.tag)}: {d.reason}")
+            if d.evidence:
+                out.append(f"  - evidence: {', '.join(f'`{e}`' for e in d.evidence)}")
+            if d.round_ids:
+                out.append(f"  - rounds: {', '.join(f'`{r}`' for r in d.round_ids)}")
+            numbers = evidence_lines(outcomes.get(d.tag, ()))
+            out += [f"  - this round: {line}" for line in numbers]
     else:
         out.append("No state changes this round.")
     out += ["", "## Failing endpoints this round", ""]
     if failed:
-        out += [f"- `{t}`: {', '.join(v.reasons)}" for t, v in sorted(failed.items())]
+        for t, v in sorted(failed.items()):
+            out.append(f"- `{t}`: {', '.join(v.reasons)}")
+            out += [f"  - {line}" for line in evidence_lines(outcomes.get(t, ()))]
     else:
         out.append("None.")
     if frozen:
-        out += [
-            "",
-            "Frozen (transport errors, streaks unchanged): " + ", ".join(f"`{t}`" for t in frozen),
-        ]
+        out += ["", "## Frozen (transport errors, streaks unchanged)", ""]
+        for t in frozen:
+            lines = evidence_lines(outcomes.get(t, ()), ("transport", "misrouted"))
+            out.append(f"- `{t}`: " + ("; ".join(lines) or "no verdict"))
+    if controls:
+        out += ["", "## Positive controls (known to filter)", ""]
+        for tag, items in sorted(controls.items()):
+            for o in items:
+                out.append(
+                    f"- `{tag}` {o.contract.value}: **{o.status.value}** `{o.reason}`: "
+                    f"{evidence_text(o)}"
+                )
     out += ["", "## provider.ignore after this round", ""]
     if ignore:
         out += [f"- `{e['tag']}` ({e['layer']}): {e.get('reason', '')}" for e in ignore]

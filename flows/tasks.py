@@ -13,7 +13,9 @@ from typing import NamedTuple
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.states import State
 
+from flows.graph import TASK_NAME, install_log_filter, verdict_state
 from ground.settings import load_settings
 from probes.client import ProbeClient
 from probes.probeset import ProbeSetResult, confirm_language, majority, run_probe_set
@@ -25,6 +27,7 @@ from quarantine.adapters.store import aload_state, aupdate_state
 from quarantine.exclusions import IgnoreEntry
 from quarantine.models import Decision, ModelState, RoundReport
 from quarantine.policy import step
+from quarantine.verdicts import ProviderRound
 from wire.text import Scrubber, upstream_text
 
 
@@ -137,6 +140,16 @@ def language_failures(outcomes: Mapping[str, Sequence[Outcome]]) -> list[str]:
         for tag, items in outcomes.items()
         if any(o.contract is Contract.LANGUAGE and o.status is OutcomeStatus.FAIL for o in items)
     )
+
+
+install_log_filter()
+
+
+@task(name=TASK_NAME, task_run_name="{label}", cache_policy=NO_CACHE)
+def endpoint_verdict(label: str, verdict: ProviderRound, evidence: list[str]) -> State:
+    """The endpoint's round verdict as this task run's state (`flows.graph`): red in the
+    run's graph when a contract failed, named after the contracts that failed."""
+    return verdict_state(verdict, evidence)
 
 
 @task(name="policy-step (capacity floor)", cache_policy=NO_CACHE)

@@ -102,6 +102,22 @@ def reply_outcome(t: Transcript, locale: str) -> Outcome | None:
     )
 
 
+ANOMALOUS_HEADS_KEPT = 8  # first characters of this many anomalous replies kept as evidence
+
+
+def with_anomalous_heads(start: Outcome, replies: Sequence[Outcome]) -> Outcome:
+    """`start` with the first characters and kind of each anomalous reply in its evidence
+    (`anomalous_replies`), so an analyst sees what the bad replies began with (pure)."""
+    bad = [o for o in replies if o.status is OutcomeStatus.FAIL][:ANOMALOUS_HEADS_KEPT]
+    if not bad:
+        return start
+    heads = [
+        {"head": o.evidence.get("head", ""), "reason": o.reason, "kind": o.evidence.get("kind")}
+        for o in bad
+    ]
+    return start.model_copy(update={"evidence": {**start.evidence, "anomalous_replies": heads}})
+
+
 def latency_of_set(transcripts: Sequence[Transcript], threshold_s: float) -> Outcome:
     """C3 over the text requests of a set (pure)."""
     if not transcripts:
@@ -189,8 +205,8 @@ async def run_probe_set(
     lang_t, refusal_t = transcripts[0], transcripts[1]
     text_ts = [t for t in transcripts if t.contract is not Contract.STRUCTURED]
     replies = [o for o in (reply_outcome(t, t.locale or locale) for t in text_ts) if o is not None]
-    start = judge_start_share(
-        replies, min_replies=start_min_replies, min_share=start_share
+    start = with_anomalous_heads(
+        judge_start_share(replies, min_replies=start_min_replies, min_share=start_share), replies
     ).model_copy(update={"tag": endpoint.tag, "locale": locale})
     if not replies and any(classify_transport(t) is not None for t in text_ts):
         first = next(classify_transport(t) for t in text_ts if classify_transport(t) is not None)
@@ -268,6 +284,8 @@ def majority(outcomes: Sequence[Outcome]) -> Outcome:
         "statuses": [o.status.value for o in outcomes],
         "reasons": [o.reason for o in outcomes],
     }
+    if fails:  # what the first failing vote saw (shares, detected language, excerpt)
+        evidence["first_fail"] = {k: v for k, v in fails[0].evidence.items() if k != "request_id"}
     first = outcomes[0]
     common = {"contract": first.contract, "tag": first.tag, "locale": first.locale}
     if len(fails) >= 2 and len(fails) > len(passes):

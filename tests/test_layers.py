@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ["ground", "wire", "probes", "quarantine", "routing", "flows", "canary", "deployments", "fleet"]  # fmt: skip
+PACKAGES = ["ground", "wire", "probes", "quarantine", "routing", "reports", "flows", "canary", "deployments", "fleet"]  # fmt: skip
 LINT = Path(sys.executable).parent / "lint-imports"
 
 

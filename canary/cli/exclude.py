@@ -1,4 +1,4 @@
-"""`canary exclude add|remove`: runtime incident exclusions, effective immediately."""
+"""`canary exclude add|remove|list`: runtime incident exclusions, effective immediately."""
 
 from __future__ import annotations
 
@@ -79,3 +79,41 @@ def exclude_remove(
         return await remove_exclusion(model=target, tag=tag, author=author)
 
     typer.echo(json.dumps(run_with_api(settings, go), default=str))
+
+
+@app.command("list")
+@cli_errors
+def exclude_list(
+    model: ModelOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the entries as JSON.")] = False,
+) -> None:
+    """The built-in and runtime incident exclusions of a model, with reason, author and
+    expiry (expired runtime entries are shown as such)."""
+    settings = settings_or_exit()
+    target = model_or_default(settings, model)
+
+    async def go() -> list[dict[str, Any]]:
+        from quarantine.adapters.incidents import aread_runtime_exclusions
+        from quarantine.builtin import load_builtin
+
+        now = utc_now()
+        rows: list[dict[str, Any]] = [
+            {"tag": b.slug, "layer": "builtin", "reason": b.reason, "by": "config",
+             "added": b.added.isoformat(), "until": None, "active": True}
+            for b in load_builtin() if b.matches(target)
+        ]  # fmt: skip
+        rows += [
+            {"tag": r.tag, "layer": "incident", "reason": r.reason, "by": r.author,
+             "added": r.added_at.isoformat(), "until": r.until.isoformat() if r.until else None,
+             "active": r.active(now)}
+            for r in await aread_runtime_exclusions(target)
+        ]  # fmt: skip
+        return rows
+
+    rows = run_with_api(settings, go)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    from canary.cli.tables import print_exclusions
+
+    print_exclusions(target, rows)

@@ -28,11 +28,18 @@ def server_start() -> None:
 @app.command("stop")
 @cli_errors
 def server_stop() -> None:
-    """Stop the local Prefect server started by `canary server start` or a command."""
+    """Stop the local Prefect server started by `canary server start`, a command or the demo."""
+    from canary.demo import demo_home
     from ground.prefect_server import stop_local_server
 
-    stopped = stop_local_server(settings_or_exit())
-    typer.echo("stopped" if stopped else "no local server was started by canary")
+    settings = settings_or_exit()
+    stopped = stop_local_server(settings)
+    demo = settings.model_copy(update={"home": demo_home(settings)})
+    demo_stopped = settings.home != demo.home and stop_local_server(demo)
+    if stopped or demo_stopped:
+        typer.echo("stopped" + (" (the demo's server)" if demo_stopped and not stopped else ""))
+    else:
+        typer.echo("no local server was started by canary")
 
 
 @serve_app.command("serve")

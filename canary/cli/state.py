@@ -20,7 +20,8 @@ def status_cmd(
     model: ModelOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Per-endpoint quarantine state of a model: active, suspended or shadow-suspended."""
+    """Where each endpoint of a model stands: suspended, shadow-suspended, excluded or active,
+    until when, its ladder rung, streaks and last round, and why it is out of traffic."""
     from flows.preflight import check_model_id
 
     settings = settings_or_exit()

@@ -11,10 +11,44 @@ from rich.table import Table
 console = Console()
 
 
-def quiet_task_logs() -> None:
-    """Keep the console to per-endpoint progress lines: task-run chatter (started,
-    finished) stays in the Prefect UI, where the audit log is."""
-    logging.getLogger("prefect.task_runs").setLevel(logging.WARNING)
+_RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs", "prefect.engine")
+
+
+class _QuietRunLogs(logging.Filter):
+    """Keep flow- and task-run INFO lines (per-endpoint progress, started/finished, the
+    run's address) out of the terminal, and every line of the `also` loggers; warnings and
+    errors of the run loggers still show."""
+
+    def __init__(self, also: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.also = also
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.also and record.name.startswith(self.also):
+            return False
+        return not (record.name.startswith(_RUN_LOGGERS) and record.levelno < logging.WARNING)
+
+
+def quiet_task_logs(verbose: bool = False, also: tuple[str, ...] = ()) -> None:
+    """Unless `verbose`, keep Prefect's run log lines (and the `also` loggers) out of the
+    terminal. Only the console handler is filtered: every run line still reaches the Prefect
+    API, so the UI's logs are complete."""
+    from prefect.logging.configuration import ensure_logging_setup
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    ensure_logging_setup()
+    if verbose:
+        return
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, PrefectConsoleHandler) and not any(
+            isinstance(f, _QuietRunLogs) for f in handler.filters
+        ):
+            handler.addFilter(_QuietRunLogs(also))
+
+
+def _short_time(value: str | None) -> str:
+    """An ISO time as `2026-11-04 00:30Z` (never cut: the column does not wrap)."""
+    return f"{value[:10]} {value[11:16]}Z" if value else ""
 
 
 _VERDICT_STYLE = {"failed": "bold red", "frozen": "yellow", "clean": "green"}
@@ -45,27 +79,111 @@ def print_ignore(ignore: list[dict[str, Any]]) -> None:
     if not ignore:
         console.print("provider.ignore: []")
         return
-    console.print("provider.ignore:")
+    table = Table(
+        title="provider.ignore", title_justify="left", box=None, padding=(0, 1), pad_edge=False
+    )
+    for column in ("tag", "layer", "until"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("reason", overflow="fold")
     for e in ignore:
-        until = f" until {e['until']}" if e.get("until") else ""
-        console.print(f"  {e['tag']:<22} {e['layer']:<9}{until}  {e.get('reason', '')}")
+        table.add_row(e["tag"], e["layer"], _short_time(e.get("until")), e.get("reason", ""))
+    console.print(table)
+
+
+_STATE_STYLE = {
+    "suspended": "bold red",
+    "shadow-suspended": "magenta",
+    "excluded": "yellow",
+    "active": "green",
+}
 
 
 def print_status(status: dict[str, Any]) -> None:
-    table = Table(title=f"{status['model']}  (mode {status['mode']})", title_justify="left")
-    for col in ("endpoint", "state", "suspended_until", "failed", "clean", "rung"):
-        table.add_column(col)
-    for tag, p in sorted(status["providers"].items()):
+    """Per endpoint: state (and the layer keeping it out of traffic), until, rung, streaks and
+    the last round's verdict; then why each endpoint that is out of traffic is out."""
+    table = Table(
+        title=f"{status['model']}  (mode {status['mode']})",
+        title_justify="left",
+        box=None,
+        padding=(0, 1),
+        pad_edge=False,
+    )
+    table.add_column("endpoint", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("until", no_wrap=True)
+    table.add_column("rung", justify="right", no_wrap=True)
+    table.add_column("fail/clean", justify="right", no_wrap=True)
+    table.add_column("last round", no_wrap=True)
+    providers = status["providers"]
+    order = list(_STATE_STYLE)
+    tags = sorted(providers, key=lambda t: (order.index(providers[t]["state"]), t))
+    last_times = {p["last_round"]["at"] for p in providers.values() if p["last_round"]["at"]}
+    for tag in tags:
+        p = providers[tag]
+        style = _STATE_STYLE.get(p["state"], "")
         table.add_row(
             tag,
-            p["state"],
-            str(p.get("suspended_until") or ""),
-            str(p["consecutive_failed_rounds"]),
-            str(p["consecutive_clean_rounds"]),
+            f"[{style}]{p['state']}[/]" if style else p["state"],
+            _short_time(p.get("suspended_until")),
             str(p["suspensions"]),
+            f"{p['consecutive_failed_rounds']}/{p['consecutive_clean_rounds']}",
+            p["last_round"]["verdict"] or "-",
         )
     console.print(table)
+    if len(last_times) == 1:
+        console.print(f"last round at {_short_time(last_times.pop())}")
+    out = [t for t in tags if providers[t]["state"] != "active"]
+    failing = [
+        t
+        for t in tags
+        if providers[t]["state"] == "active" and providers[t]["last_round"]["reasons"]
+    ]
+    if out or failing:
+        console.print("why:")
+    for tag in out:
+        p = providers[tag]
+        layer = f" ({p['layer']})" if p.get("layer") else ""
+        console.print(f"  {tag}{layer}: {p['reason']}", overflow="fold")
+    for tag in failing:
+        reasons = ", ".join(providers[tag]["last_round"]["reasons"])
+        console.print(f"  {tag}: failed its last round: {reasons}", overflow="fold")
     console.print(f"provider.ignore: {status['ignore']}")
+
+
+def print_exclusions(model: str, rows: list[dict[str, Any]]) -> None:
+    """Built-in and runtime incident exclusions of a model."""
+    if not rows:
+        console.print(f"{model}: no built-in or runtime incident exclusions")
+        return
+    table = Table(title=model, title_justify="left", box=None, padding=(0, 1), pad_edge=False)
+    for column in ("tag", "layer", "until", "by"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("reason", overflow="fold")
+    for r in rows:
+        until = _short_time(r["until"]) or "-"
+        if not r["active"]:
+            until += " (expired)"
+        table.add_row(r["tag"], r["layer"], until, r["by"], r["reason"])
+    console.print(table)
+
+
+def print_history(model: str, tag: str, history: Any) -> None:
+    """One endpoint's rounds and decisions (a frame from `reports.frames.endpoint_history`):
+    one line per round or decision, its evidence indented below it (wrapped, never cut)."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    console.print(f"[bold]{tag}[/] ({model}): {len(history)} rounds and decisions")
+    for row in history.itertuples():
+        what = str(row.what)
+        style = "bold" if what.startswith("decision") else _VERDICT_STYLE.get(what, "")
+        line = Text(f"{row.at:%Y-%m-%d %H:%M}Z  ")
+        line.append(what, style=style)
+        if row.detail:
+            line.append(f"  {row.detail}")
+        console.print(line)
+        if row.evidence:
+            console.print(Padding(Text(str(row.evidence), overflow="fold"), (0, 0, 0, 4)))
 
 
 def print_triage(result: Any) -> None:

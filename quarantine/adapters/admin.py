@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ground.clock import UtcDatetime, as_utc
+from ground.clock import UtcDatetime
 from ground.settings import Settings, load_settings
 from quarantine import policy
 from quarantine.adapters.ignore import aignore_report
@@ -22,22 +22,30 @@ from quarantine.adapters.ledger import Ledger
 from quarantine.adapters.store import aload_state, aupdate_state
 from quarantine.exclusions import IgnoreEntry, ignore_tags
 from quarantine.models import Decision, Mode, ModelState
+from quarantine.overview import endpoint_views
 
 
 class EndpointState(StrEnum):
     ACTIVE = "active"
     SUSPENDED = "suspended"
     SHADOW_SUSPENDED = "shadow-suspended"
+    EXCLUDED = "excluded"  # a built-in or runtime incident exclusion (see `layer`)
 
 
 class EndpointStatus(BaseModel):
     state: EndpointState
-    suspended_until: UtcDatetime | None = None
+    suspended_until: UtcDatetime | None = None  # end of the suspension or exclusion, if any
     consecutive_failed_rounds: int = 0
     consecutive_clean_rounds: int = 0
     suspensions: int = 0  # ladder rung reached since the last forgiveness
     sticky_locale: str | None = None
     last_reasons: list[str] = Field(default_factory=list)
+    layer: str | None = None  # builtin | incident | canary: what keeps it out of traffic
+    reason: str = ""  # why (suspension reasons or the exclusion's reason)
+    last_round_id: str | None = None
+    last_round_at: UtcDatetime | None = None
+    last_verdict: str | None = None
+    last_round_reasons: list[str] = Field(default_factory=list)
 
 
 class ModelStatus(BaseModel):
@@ -49,7 +57,8 @@ class ModelStatus(BaseModel):
     warnings: list[str] = Field(default_factory=list)  # e.g. invalid runtime exclusion entries
 
     def to_json(self) -> dict[str, Any]:
-        """The CLI's JSON: per endpoint state, until, streaks, rung; ignore = merged tags."""
+        """The CLI's JSON: per endpoint state, until, streaks, rung, layer, reason and last
+        round; ignore = merged tags."""
         return {
             "model": self.model,
             "mode": self.mode.value,
@@ -60,6 +69,14 @@ class ModelStatus(BaseModel):
                     "consecutive_failed_rounds": s.consecutive_failed_rounds,
                     "consecutive_clean_rounds": s.consecutive_clean_rounds,
                     "suspensions": s.suspensions,
+                    "layer": s.layer,
+                    "reason": s.reason,
+                    "last_round": {
+                        "round_id": s.last_round_id,
+                        "at": s.last_round_at.isoformat() if s.last_round_at else None,
+                        "verdict": s.last_verdict,
+                        "reasons": s.last_round_reasons,
+                    },
                 }
                 for tag, s in sorted(self.providers.items())
             },
@@ -69,24 +86,24 @@ class ModelStatus(BaseModel):
 
 
 def model_status(state: ModelState, ignore: list[IgnoreEntry], now: datetime) -> ModelStatus:
-    """Pure: the status view of a stored state at `now`."""
-    now = as_utc(now)
+    """Pure: the status view of a stored state at `now` (`quarantine.overview`)."""
     providers = {}
-    for tag, ps in state.providers.items():
-        if not ps.suspended(now):
-            kind = EndpointState.ACTIVE
-        elif ps.suspended_until is not None and state.mode is Mode.ENFORCE:
-            kind = EndpointState.SUSPENDED
-        else:
-            kind = EndpointState.SHADOW_SUSPENDED
-        providers[tag] = EndpointStatus(
-            state=kind,
-            suspended_until=ps.until if kind is not EndpointState.ACTIVE else None,
-            consecutive_failed_rounds=ps.consecutive_failed_rounds,
-            consecutive_clean_rounds=ps.consecutive_clean_rounds,
-            suspensions=ps.suspensions,
-            sticky_locale=ps.sticky_locale,
-            last_reasons=list(ps.last_reasons),
+    for view in endpoint_views(state, ignore, now):
+        ps = state.providers.get(view.tag)
+        providers[view.tag] = EndpointStatus(
+            state=EndpointState(view.standing.value),
+            suspended_until=view.until,
+            consecutive_failed_rounds=view.failed_streak,
+            consecutive_clean_rounds=view.clean_streak,
+            suspensions=view.rung,
+            sticky_locale=ps.sticky_locale if ps else None,
+            last_reasons=list(ps.last_reasons) if ps else [],
+            last_round_reasons=view.last_reasons,
+            layer=view.layer.value if view.layer else None,
+            reason=view.reason,
+            last_round_id=view.last_round_id,
+            last_round_at=view.last_round_at,
+            last_verdict=view.last_verdict,
         )
     return ModelStatus(
         model=state.model,

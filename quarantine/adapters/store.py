@@ -1,9 +1,19 @@
 """Per-model quarantine state in a custom Prefect Block, with serialised, revision-checked writes.
 
 One block document per model, named `model_slug(model)`, of block type
-`canary-quarantine-state` (never rename the slug: stored documents are found by it). The
-document holds the `ModelState` as JSON plus its revision; every block field is optional so
-documents written by older versions still load.
+`canary-quarantine-state` (never rename the slug: stored documents are found by it). Its
+fields are structured so the Blocks page of the Prefect UI shows them (schema version 2):
+
+    model, mode, revision, updated_at, last_round_id, last_round_at
+    suspended   one readable line per suspended or shadow-suspended endpoint
+    endpoints   one entry per endpoint: state, until, rung, streaks, last reasons, last round
+    providers   the policy's full memory per endpoint (`ProviderState`): what is read back
+
+`endpoints` and `suspended` are views written for analysts (as of `updated_at`); the state is
+read from `providers`. Version 1 documents held the whole `ModelState` as one JSON string in
+`state_json` (which the UI shows as "None"): they are read as before and rewritten in the
+structured form by the next write (migrate on read, nothing lost). Every block field is
+optional so documents written by older versions still load.
 
 `aupdate_state(model, fn)` is the only writer: under a global concurrency limit of 1
 (`canary-quarantine-<slug>`, created on first use) it reads the document, applies the pure
@@ -16,27 +26,44 @@ re-applied on the fresh state (up to `MAX_ATTEMPTS`), then refused with
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from typing import ClassVar
+from datetime import UTC, datetime
+from typing import Any, ClassVar
 
 from prefect.blocks.core import Block
 from prefect.client.orchestration import get_client
-from prefect.exceptions import ObjectNotFound
-from pydantic import ValidationError
+from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound, PrefectHTTPStatusError
+from pydantic import BaseModel, Field, ValidationError
 
+from ground.clock import UtcDatetime
 from ground.slugs import model_slug
 from quarantine.adapters.locking import serialised
 from quarantine.errors import StaleRevisionError, StateCorruptError, UnknownModelError
-from quarantine.models import Decision, ModelState
+from quarantine.models import Decision, Mode, ModelState, ProviderState
+from quarantine.overview import EndpointView, Standing, endpoint_views
 
 BLOCK_TYPE_SLUG = "canary-quarantine-state"
+SCHEMA_VERSION = 2
 MAX_ATTEMPTS = 3
 log = logging.getLogger(__name__)
 
 Update = Callable[[ModelState], tuple[ModelState, list[Decision]]]
+
+
+class EndpointEntry(BaseModel):
+    """One endpoint as the Blocks page shows it (a view; the state is read from `providers`)."""
+
+    state: str  # active | suspended | shadow-suspended, as of the block's updated_at
+    until: UtcDatetime | None = None
+    rung: int = 0
+    failed_streak: int = 0
+    clean_streak: int = 0
+    last_reasons: list[str] = Field(default_factory=list)
+    last_round: str | None = None  # "<verdict> at <logical time>"
 
 
 class QuarantineStateBlock(Block):
@@ -44,13 +71,23 @@ class QuarantineStateBlock(Block):
 
     _block_type_name = "Canary Quarantine State"
     _block_type_slug = BLOCK_TYPE_SLUG  # documented, never rename
-    _description = "Per-model provider quarantine state of provider-canary (JSON + revision)."
+    _description = (
+        "Per-model provider quarantine state of provider-canary: who is suspended, until when "
+        "and why; one entry per endpoint."
+    )
     _logo_url: ClassVar = None
 
     model: str | None = None
+    mode: str | None = None
     revision: int | None = None
-    state_json: str | None = None
-    schema_version: int | None = 1
+    updated_at: UtcDatetime | None = None
+    last_round_id: str | None = None
+    last_round_at: UtcDatetime | None = None
+    suspended: list[str] | None = None
+    endpoints: dict[str, EndpointEntry] | None = None
+    providers: dict[str, ProviderState] | None = None
+    state_json: str | None = None  # schema version 1 only; read, never written
+    schema_version: int | None = SCHEMA_VERSION
 
 
 def block_name(model: str) -> str:
@@ -66,16 +103,11 @@ async def _read(model: str) -> ModelState | None:
         except ObjectNotFound:
             return None
     data = doc.data or {}
-    raw, revision = data.get("state_json"), data.get("revision")
+    revision = data.get("revision")
     where = f"block document {BLOCK_TYPE_SLUG}/{name}"
-    if not isinstance(raw, str) or not isinstance(revision, int) or isinstance(revision, bool):
-        raise StateCorruptError(f"{where}: missing or mistyped 'state_json'/'revision'; unchanged")
-    try:
-        state = ModelState.model_validate(json.loads(raw))
-    except (json.JSONDecodeError, ValidationError) as exc:
-        raise StateCorruptError(
-            f"{where}: state_json is not a valid ModelState ({exc}); unchanged"
-        ) from None
+    if not isinstance(revision, int) or isinstance(revision, bool):
+        raise StateCorruptError(f"{where}: missing or mistyped 'revision'; unchanged")
+    state = _state_of(data, where)
     if state.model != model:
         raise StateCorruptError(
             f"{where}: holds model {state.model!r}, expected {model!r}; unchanged"
@@ -95,11 +127,89 @@ async def aload_state(model: str, *, missing_ok: bool = True) -> ModelState:
     return state
 
 
-async def _save(state: ModelState) -> None:
-    block = QuarantineStateBlock(
-        model=state.model, revision=state.revision, state_json=state.model_dump_json()
+def _state_of(data: dict[str, Any], where: str) -> ModelState:
+    """The `ModelState` held by a document's data: the structured fields (version 2), or the
+    JSON string of version 1. `StateCorruptError` when neither is readable."""
+    providers, raw = data.get("providers"), data.get("state_json")
+    try:
+        if isinstance(providers, dict):
+            return ModelState.model_validate(
+                {
+                    "model": data.get("model"),
+                    "mode": data.get("mode") or Mode.OBSERVE.value,
+                    "providers": providers,
+                    "updated_at": data.get("updated_at"),
+                    "last_round_id": data.get("last_round_id"),
+                    "last_round_at": data.get("last_round_at"),
+                }
+            )
+        if isinstance(raw, str):
+            return ModelState.model_validate(json.loads(raw))
+    except (json.JSONDecodeError, ValidationError) as exc:
+        raise StateCorruptError(f"{where}: not a valid ModelState ({exc}); unchanged") from None
+    raise StateCorruptError(f"{where}: neither 'providers' nor 'state_json' is present; unchanged")
+
+
+def _line(view: EndpointView) -> str:
+    until = f" until {view.until:%Y-%m-%d %H:%M}Z" if view.until else ""
+    return f"{view.tag}: {view.standing.value}{until}, rung {view.rung} ({view.reason})"
+
+
+def to_block(state: ModelState) -> QuarantineStateBlock:
+    """The block document of `state`: structured fields plus the analysts' views, computed as
+    of the state's own time (its last update), never the wall clock (pure)."""
+    as_of = state.updated_at or state.last_round_at or datetime.fromtimestamp(0, UTC)
+    views = endpoint_views(state, [], as_of)
+    return QuarantineStateBlock(
+        model=state.model,
+        mode=state.mode.value,
+        revision=state.revision,
+        updated_at=state.updated_at,
+        last_round_id=state.last_round_id,
+        last_round_at=state.last_round_at,
+        suspended=[_line(v) for v in views if v.standing is not Standing.ACTIVE],
+        endpoints={
+            v.tag: EndpointEntry(
+                state=v.standing.value,
+                until=v.until,
+                rung=v.rung,
+                failed_streak=v.failed_streak,
+                clean_streak=v.clean_streak,
+                last_reasons=list(state.providers[v.tag].last_reasons),
+                last_round=(
+                    f"{v.last_verdict} at {v.last_round_at:%Y-%m-%d %H:%M}Z"
+                    if v.last_round_at
+                    else None
+                ),
+            )
+            for v in views
+        },
+        providers=dict(state.providers),
+        state_json=None,
+        schema_version=SCHEMA_VERSION,
     )
-    await block.asave(block_name(state.model), overwrite=True)
+
+
+SAVE_ATTEMPTS = 3
+
+
+async def _save(state: ModelState) -> None:
+    """Save under the model's lock (so a retry can only rewrite our own document). The first
+    saves on a fresh Prefect server race inside Prefect when several models' rounds save at
+    once (block type and schema registration, the server's encryption key: 409, 404 or 500
+    on PostgreSQL; seen by `make scale-test`); such a save is retried."""
+    block = to_block(state)
+    for attempt in range(1, SAVE_ATTEMPTS + 1):
+        try:
+            await block.asave(block_name(state.model), overwrite=True)
+            return
+        except (ObjectAlreadyExists, ObjectNotFound, PrefectHTTPStatusError) as exc:
+            if attempt == SAVE_ATTEMPTS or (
+                isinstance(exc, PrefectHTTPStatusError) and exc.response.status_code < 500
+            ):
+                raise
+            log.warning("saving the quarantine state of %s failed (%r); retrying", state.model, exc)
+            await asyncio.sleep(0.2 * attempt)
 
 
 def state_lock_name(model: str) -> str:

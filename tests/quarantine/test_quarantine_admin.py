@@ -16,6 +16,7 @@ from quarantine.adapters.ledger import Ledger
 from quarantine.adapters.store import aload_state, aupdate_state
 from quarantine.errors import NotSuspendedError, UnknownModelError, UnknownTagError
 from quarantine.models import Mode
+from quarantine.verdicts import RoundVerdict
 from tests.fixtures.quarantine_support import DAY, HALF_HOUR, T0, C, F, run
 
 pytestmark = pytest.mark.usefixtures("prefect_api")
@@ -36,8 +37,18 @@ async def seeded(mode: Mode = Mode.ENFORCE) -> str:
     return model
 
 
+def last(round_id: str, verdict: RoundVerdict, reasons: list[str]) -> dict:
+    return {
+        "round_id": round_id,
+        "at": (T0 + HALF_HOUR).isoformat(),
+        "verdict": verdict.value,
+        "reasons": reasons,
+    }
+
+
 async def test_q8_status_json_has_the_documented_shape() -> None:
-    """Q8/O4: status lists each endpoint's state, end, streaks and rung, plus the ignore tags."""
+    """Q8/O4: status lists each endpoint's state, end, streaks, rung, the layer and reason
+    keeping it out of traffic and its last round, plus the ignore tags."""
     model = await seeded()
     status = await admin.astatus(model, T0 + HOUR)
     assert status.to_json() == {
@@ -50,6 +61,9 @@ async def test_q8_status_json_has_the_documented_shape() -> None:
                 "consecutive_failed_rounds": 0,
                 "consecutive_clean_rounds": 0,
                 "suspensions": 1,
+                "layer": "canary",
+                "reason": "start:stray_prefix",
+                "last_round": last("r1", F, ["start:stray_prefix"]),
             },
             "b": {
                 "state": "active",
@@ -57,6 +71,9 @@ async def test_q8_status_json_has_the_documented_shape() -> None:
                 "consecutive_failed_rounds": 0,
                 "consecutive_clean_rounds": 2,
                 "suspensions": 0,
+                "layer": None,
+                "reason": "",
+                "last_round": last("r1", C, []),
             },
             "c": {
                 "state": "active",
@@ -64,6 +81,9 @@ async def test_q8_status_json_has_the_documented_shape() -> None:
                 "consecutive_failed_rounds": 1,
                 "consecutive_clean_rounds": 0,
                 "suspensions": 0,
+                "layer": None,
+                "reason": "",
+                "last_round": last("r1", F, ["start:stray_prefix"]),
             },
         },
         "ignore": ["a"],

@@ -238,3 +238,48 @@ async def test_o4_failing_update_function_changes_nothing() -> None:
     with pytest.raises(ValueError, match="bad input"):
         await aupdate_state(model, boom)
     assert await _raw_data(model) == before
+
+
+async def _write_raw(model: str, data: dict) -> None:
+    """Store `data` as the document's whole data, exactly as an older version wrote it."""
+    from prefect.client.schemas.actions import BlockDocumentUpdate
+
+    await QuarantineStateBlock(model=model, revision=0).asave(block_name(model), overwrite=True)
+    async with get_client() as client:
+        doc = await client.read_block_document_by_name(block_name(model), BLOCK_TYPE_SLUG)
+        await client.update_block_document(
+            doc.id, BlockDocumentUpdate(data=data, merge_existing_data=False)
+        )
+
+
+async def test_o4_version_1_document_migrates_on_read_and_is_rewritten_structured() -> None:
+    """O4: a document of the previous version (the whole state as one JSON string in
+    `state_json`) loads unchanged; the next write stores the structured fields the Blocks
+    page shows (suspended lines, one entry per endpoint) and nothing is lost."""
+    model = new_model()
+    full = _full_state(model)
+    v1 = {
+        "model": model,
+        "revision": 5,
+        "state_json": full.model_dump_json(),
+        "schema_version": 1,
+    }
+    await _write_raw(model, v1)
+    assert set(await _raw_data(model)) == set(v1)  # really the old shape
+    loaded = await aload_state(model)
+    assert loaded == full.model_copy(update={"revision": 5})
+
+    saved, _ = await aupdate_state(model, lambda s: (s, []))
+    data = await _raw_data(model)
+    assert data["schema_version"] == 2 and data["state_json"] is None and data["revision"] == 6
+    assert data["mode"] == "enforce" and data["last_round_id"] == "r2"
+    entry = data["endpoints"]["deepinfra/fp8"]
+    assert entry["state"] == "suspended" and entry["rung"] == 2
+    assert entry["last_reasons"] == ["language:language_mixing"]
+    assert entry["until"].startswith((T0 + timedelta(days=3)).date().isoformat())
+    assert data["suspended"] == [
+        f"deepinfra/fp8: suspended until {T0 + timedelta(days=3):%Y-%m-%d %H:%M}Z, rung 2 "
+        "(language:language_mixing)"
+    ]
+    assert data["endpoints"]["b"]["state"] == "active"
+    assert await aload_state(model) == full.model_copy(update={"revision": 6}) == saved

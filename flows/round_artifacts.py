@@ -1,0 +1,118 @@
+"""The artifacts an analyst reads after each round (O3), written best-effort once the state
+is applied (a failed write is logged and never fails the run):
+
+    canary-round-<slug>        table: endpoint x contract, failing endpoints first
+    canary-decisions-<slug>    markdown: decisions, the numbers behind every failing verdict,
+                               the positive controls, provider.ignore
+    canary-transcripts-<slug>  markdown: bounded, scrubbed transcripts of the failing probes
+                               (only in rounds where something failed)
+    canary-status-<slug>       markdown: the living status, a new version each round
+
+The content is built by pure functions (`flows.render`, `flows.transcripts`,
+`flows.status_artifact`); this module only writes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
+
+from flows.peer_step import peers_markdown
+from flows.render import decisions_markdown, evidence_lines, outcome_rows
+from flows.status_artifact import status_key, status_markdown
+from flows.transcripts import failing_transcripts_markdown
+from ground.settings import load_settings
+from ground.slugs import model_slug
+from probes.types import OutcomeStatus
+from quarantine.exclusions import IgnoreEntry
+from quarantine.models import Decision, Mode, ModelState
+from quarantine.overview import endpoint_views
+from wire.text import Scrubber
+
+if TYPE_CHECKING:
+    from flows.canary_round import Judged
+    from flows.roundplan import RoundPlan
+
+
+@contextmanager
+def best_effort(logger: Any, what: str) -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        logger.error("writing the %s failed (the round goes on): %s", what, exc)
+
+
+def _scrubber() -> Scrubber:
+    key = load_settings().api_key
+    return Scrubber(key.get_secret_value() if key else None)
+
+
+async def publish_round_artifacts(
+    plan: RoundPlan,
+    mode: Mode,
+    judged: Judged,
+    decisions: Sequence[Decision],
+    ignore: Sequence[IgnoreEntry],
+    state: ModelState | None,
+    logger: Any,
+) -> None:
+    """Write the round's four artifacts (see module docstring)."""
+    model, slug = plan.model, model_slug(plan.model)
+    controls = {t: judged.voted.get(t, []) for t in plan.controls if t in judged.voted}
+    with best_effort(logger, "round table artifact"):
+        await acreate_table_artifact(
+            key=f"canary-round-{slug}",
+            table=outcome_rows(judged.voted, plan.locales, judged.verdicts, plan.controls),
+            description=f"Round {plan.round_id}: every endpoint x contract, failures first",
+        )
+    with best_effort(logger, "decisions artifact"):
+        await acreate_markdown_artifact(
+            key=f"canary-decisions-{slug}",
+            markdown=decisions_markdown(
+                model=model,
+                round_id=plan.round_id,
+                mode=mode.value,
+                decisions=decisions,
+                verdicts=judged.verdicts,
+                ignore=[e.model_dump(mode="json") for e in ignore],
+                weak_controls=judged.control_verdict.passed_controls if judged.weak else [],
+                outcomes=judged.voted,
+                controls=controls,
+            )
+            + peers_markdown(judged.peers),
+            description=f"Round {plan.round_id}: decisions and the evidence behind them",
+        )
+    with best_effort(logger, "transcripts artifact"):
+        markdown = failing_transcripts_markdown(
+            plan.round_id, judged.verdicts, judged.voted, judged.transcripts, _scrubber()
+        )
+        if markdown is not None:
+            await acreate_markdown_artifact(
+                key=f"canary-transcripts-{slug}",
+                markdown=markdown,
+                description=f"Round {plan.round_id}: transcripts of the failing probes",
+            )
+    if state is None:
+        return
+    with best_effort(logger, "status artifact"):
+        evidence = {
+            tag: evidence_lines(items)
+            for tag, items in judged.voted.items()
+            if any(o.status is OutcomeStatus.FAIL for o in items)
+        }
+        await acreate_markdown_artifact(
+            key=status_key(model),
+            markdown=status_markdown(
+                model=model,
+                mode=state.mode.value,
+                round_id=plan.round_id,
+                at=plan.at,
+                views=endpoint_views(state, ignore, plan.at),
+                ignore=ignore,
+                evidence=evidence,
+            ),
+            description=f"Quarantine of {model} after round {plan.round_id}",
+        )

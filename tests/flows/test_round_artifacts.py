@@ -1,0 +1,140 @@
+"""What an analyst sees of real rounds in Prefect (O3, O4, Q8): the state block's readable
+fields, the living status artifact, the round's artifacts with the numbers behind every
+verdict, the failing transcripts, and a task graph whose verdict task runs say which
+endpoint failed which contract. Real fleet over loopback, Prefect's test harness."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from prefect import get_client
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    ArtifactFilterKey,
+    FlowRunFilter,
+    FlowRunFilterId,
+)
+from prefect.client.schemas.sorting import ArtifactSort
+
+from flows.canary_round import RoundSummary, canary_round
+from flows.graph import FAILED_STATE_NAME
+from flows.status_artifact import status_key
+from ground.slugs import model_slug
+from quarantine.adapters.store import BLOCK_TYPE_SLUG, block_name
+from tests.fixtures.canary_env import STRAY, endpoint, load_model
+from tests.fixtures.fleet import FleetHandle
+
+T0 = datetime(2026, 11, 4, 0, 0, tzinfo=UTC)
+MODEL = "test/analyst"
+
+
+async def _artifacts(**filters: Any) -> list[Any]:
+    async with get_client() as client:
+        return await client.read_artifacts(
+            artifact_filter=ArtifactFilter(**filters), sort=ArtifactSort.CREATED_DESC
+        )
+
+
+TAGS = ("a/fp8", "b/fp8", "c/fp8", "bad/fp8")
+
+
+async def _verdict_runs(flow_run_id: UUID, expected: int) -> dict[str, Any]:
+    """The run's `verdict` task runs by name, once all have reached a final state (task-run
+    records reach the API from an event queue and may lag)."""
+    runs: dict[str, Any] = {}
+    for _ in range(120):
+        async with get_client() as client:
+            found = await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+            )
+        runs = {r.name: r for r in found if r.name.split(": ")[0] in TAGS}
+        runs = {n: r for n, r in runs.items() if r.state and r.state.is_final()}
+        if len(runs) >= expected:
+            return runs
+        await asyncio.sleep(0.5)
+    return runs
+
+
+async def test_o3_round_artifacts_status_block_and_graph_show_the_evidence(
+    canary_env: FleetHandle,
+) -> None:
+    """Two enforce rounds suspend the stray-start host; the analyst then finds: the block's
+    `suspended` and `endpoints` fields, a `canary-status` artifact with one version per
+    round, the table (failures first, k/n evidence), the decisions markdown with the numbers,
+    the failing transcripts (bounded, no key), and red verdict task runs named after the
+    failed contract while the run itself completed."""
+    load_model(
+        canary_env,
+        MODEL,
+        [*(endpoint(t) for t in TAGS[:3]), endpoint("bad/fp8", defects=STRAY)],
+    )
+    states = []
+    for n in range(2):
+        state = await canary_round(
+            model=MODEL, mode="enforce", at=T0 + timedelta(minutes=30 * n), return_state=True
+        )
+        assert state.is_completed(), state
+        summary = await state.aresult()
+        assert isinstance(summary, RoundSummary)
+        states.append(state)
+    assert [d["kind"] for d in summary.decisions] == ["suspended"]
+    run_id = states[-1].state_details.flow_run_id
+    assert run_id is not None
+    slug = model_slug(MODEL)
+
+    # the block page: structured fields, no JSON string
+    async with get_client() as client:
+        doc = await client.read_block_document_by_name(block_name(MODEL), BLOCK_TYPE_SLUG)
+    data = dict(doc.data)
+    assert data.get("state_json") is None and data["mode"] == "enforce"
+    assert data["endpoints"]["bad/fp8"]["state"] == "suspended"
+    assert data["endpoints"]["bad/fp8"]["last_reasons"] == ["start:stray_start"]
+    assert data["endpoints"]["a/fp8"]["state"] == "active"
+    assert data["suspended"] == [
+        "bad/fp8: suspended until 2026-11-05 00:30Z, rung 1 (start:stray_start)"
+    ]
+
+    # the living status artifact: one version per round, the latest lists the suspension
+    versions = await _artifacts(key=ArtifactFilterKey(any_=[status_key(MODEL)]))
+    assert len(versions) == 2
+    latest = versions[0].data
+    suspended = latest.split("## Suspended")[1].split("## Shadow")[0]
+    assert "`bad/fp8` until 2026-11-05 00:30Z, rung 1: start:stray_start" in suspended
+    assert "4 of 4 replies anomalous" in suspended
+    assert "| `a/fp8` | clean | 0 / 2 | 0 |" in latest
+
+    # the round's artifacts
+    mine = await _artifacts(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]))
+    by_key = {a.key: a for a in mine}
+    assert set(by_key) == {
+        f"canary-round-{slug}", f"canary-decisions-{slug}", f"canary-transcripts-{slug}",
+        status_key(MODEL),
+    }  # fmt: skip
+    table = by_key[f"canary-round-{slug}"].data
+    rows = table if isinstance(table, list) else json.loads(table)
+    assert rows[0]["endpoint"] == "bad/fp8" and rows[0]["contract"] == "start"
+    assert rows[0]["outcome"] == "fail" and rows[0]["evidence"] == "4/4 anomalous starts"
+    assert {r["endpoint"] for r in rows[:5]} == {"bad/fp8"}
+    decisions = by_key[f"canary-decisions-{slug}"].data
+    assert "| suspended | `bad/fp8` | 2026-11-05 00:30Z | 1 |" in decisions
+    assert "4 of 4 replies anomalous" in decisions and "began with `" in decisions
+    assert "## Positive controls" not in decisions  # this model has no control
+    transcripts = by_key[f"canary-transcripts-{slug}"].data
+    assert "## `bad/fp8`" in transcripts and "a/fp8" not in transcripts
+    assert transcripts.count("#### ") == 4  # the four text requests behind the start failure
+    assert canary_env.key not in transcripts
+
+    # the graph: red verdict task runs for failing endpoints, named after the contract
+    runs = await _verdict_runs(run_id, expected=4)
+    failed = runs["bad/fp8: failed start"]
+    assert failed.state.type.value == "FAILED" and failed.state.name == FAILED_STATE_NAME
+    assert "4 of 4 replies anomalous" in (failed.state.message or "")
+    assert runs["a/fp8: clean"].state.type.value == "COMPLETED"
+    async with get_client() as client:
+        flow_run = await client.read_flow_run(run_id)
+    assert flow_run.state is not None and flow_run.state.is_completed()
