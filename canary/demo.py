@@ -167,8 +167,8 @@ async def _rounds(
                 await _fix_host(base_url, key, FIXED_HOST)
             _say(f"\n[demo] round {n + 1}/{total} at logical time {at:%Y-%m-%d %H:%M}Z")
             started = time.monotonic()
-            state = await canary_round(
-                model=DEFAULT_MODEL, mode="enforce", at=at, return_state=True
+            state = await canary_round(  # the demo replays upcoming slots on purpose
+                model=DEFAULT_MODEL, mode="enforce", at=at, allow_future=True, return_state=True
             )
             summary = await state.aresult(raise_on_failure=True)
             last_run = str(state.state_details.flow_run_id)

@@ -71,12 +71,14 @@ def deployment_specs(settings: Settings) -> list[dict[str, Any]]:
             "description": "Re-probe one endpoint now with full transcripts (O5).",
         },
     ]
-    for flow_name in ("lift_suspension", "add_exclusion", "remove_exclusion"):
+    admin = [(f, "admin") for f in ("lift_suspension", "add_exclusion", "remove_exclusion")]
+    admin += [(f, "maintenance") for f in ("reset_clock", "release_lock")]
+    for flow_name, module in admin:
         specs.append(
             {
                 "name": flow_name.replace("_", "-"),
                 "flow": flow_name,
-                "entrypoint": f"flows/admin.py:{flow_name}",
+                "entrypoint": f"flows/{module}.py:{flow_name}",
                 "cron": None,
                 "parameters": {},
                 "tags": ["provider-canary", "admin"],
@@ -91,6 +93,7 @@ def build_deployments(settings: Settings) -> list[Any]:
     """RunnerDeployments for `prefect.serve`."""
     from flows.admin import add_exclusion, lift_suspension, remove_exclusion
     from flows.canary_round import canary_round
+    from flows.maintenance import release_lock, reset_clock
     from flows.report import daily_report
     from flows.triage import triage
 
@@ -101,6 +104,8 @@ def build_deployments(settings: Settings) -> list[Any]:
         "lift_suspension": lift_suspension,
         "add_exclusion": add_exclusion,
         "remove_exclusion": remove_exclusion,
+        "reset_clock": reset_clock,
+        "release_lock": release_lock,
     }
     deployments = []
     for spec in deployment_specs(settings):

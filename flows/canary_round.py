@@ -10,47 +10,58 @@
              ─► ledger rows, artifacts (flows/round_artifacts.py), events, admin notifications
 
 `at` is the round's logical time (default now), so rounds can be replayed and
-the 1/3/7-day ladder exercised without waiting. Only one round per model runs
-at a time (O2): rounds of one model are serialised by a global concurrency
-limit, and a round whose logical time was already applied ends `Cancelled`
-without touching state, so two rounds started at once for the same slot count
-once (the deployment's own `CANCEL_NEW` limit does the same for schedules).
-A discovery failure fails the run and changes no state; one misbehaving
-provider never crashes the round (its probes end in typed outcomes).
+the 1/3/7-day ladder exercised without waiting; an `at` more than one slot in the
+future is refused unless `allow_future` (a typo would block the model's later rounds).
+Only one round per model runs at a time (O2): rounds of one model hold its round
+lock, a renewed lease that a killed or cut-off round cannot keep (`flows/roundlock.py`),
+and a round whose logical time was already applied ends `Cancelled` without touching
+state, so two rounds started at once for the same slot count once (the deployment's own
+`CANCEL_NEW` limit does the same for schedules).
+
+The canary distrusts itself: a *blind* round (our key or credits refused, or too many
+endpoints unreachable; `quarantine/blind.py`) applies nothing, ends Failed with its
+one-line reason and alerts admins; its slot stays open. A stored last round in the
+future fails the round with the repair (`canary clock reset`). A discovery failure fails
+the run and changes no state; one misbehaving provider never crashes the round (its
+probes end in typed outcomes). A ledger that cannot be written leaves the round
+`Completed` under the name "Completed with warnings", with an alert.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import UUID
 
 from prefect import flow, get_client, get_run_logger
-from prefect.concurrency.asyncio import concurrency
+from prefect.events import emit_event
 from prefect.futures import wait
 from prefect.runtime import flow_run
-from prefect.states import Cancelled, State
+from prefect.states import Cancelled, Completed, Failed, State
 from pydantic import BaseModel
 
 from flows import tasks
+from flows.blind import end_blind
 from flows.graph import verdict_label
 from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_event, notify_admins
 from flows.peer_step import compare_with_peers, finding_lines, observe_only_reasons
 from flows.render import endpoint_lines, evidence_lines
 from flows.round_artifacts import best_effort, publish_round_artifacts
-from flows.roundplan import RoundPlan, plan_round, round_index
+from flows.roundlock import round_lock
+from flows.roundplan import RoundPlan, plan_round, round_id, round_index
 from ground.clock import as_utc
 from ground.settings import DEFAULT_MODEL, load_settings
 from probes.contracts import ControlVerdict, judge_controls
+from probes.errors import DiscoveryError
 from probes.peer_round import PeerRound
 from probes.probeset import ProbeSetResult
 from probes.types import Contract, Endpoint, Outcome, Transcript
-from quarantine.adapters.locking import ensure_limit
-from quarantine.adapters.store import state_lock_name
+from quarantine.adapters.lease import Lease, LeaseLostError, LeaseTimeoutError
+from quarantine.blind import blind_discovery, blind_round
+from quarantine.clock import clock_ahead, future_at
 from quarantine.exclusions import IgnoreEntry, excluded_by_layers
 from quarantine.models import Decision, Mode, ModelState, RoundReport
 from quarantine.verdicts import ProviderRound, round_verdict
@@ -71,6 +82,7 @@ class RoundSummary(BaseModel):
     notified: str
     findings: list[str] = []  # model-level findings of the peer comparison
     ignored: dict[str, list[str]] = {}  # per endpoint, failures recorded but not counted
+    warnings: list[str] = []  # audit material that could not be written (e.g. the ledger)
 
 
 def _run_name() -> str:
@@ -90,50 +102,74 @@ async def _tag_run(*tags: str) -> None:
         await client.update_flow_run(UUID(run_id), tags=sorted({*flow_run.tags, *tags}))
 
 
-def round_lock_name(model: str) -> str:
-    """The round holds the model's state lock for its whole run: one round per model at a
-    time (O2), and its own state write needs no second acquisition."""
-    return state_lock_name(model)
-
-
 @flow(name="canary-round", flow_run_name=_run_name, log_prints=False)
 async def canary_round(
     model: str = DEFAULT_MODEL,
     mode: Literal["observe", "enforce"] | None = None,
     at: datetime | None = None,
     endpoints: list[str] | None = None,
-) -> RoundSummary | State:
+    allow_future: bool = False,
+) -> RoundSummary | State[Any]:
     """Probe every endpoint of `model` pinned, and apply (enforce) or record (observe).
     `mode` None keeps the model's stored mode (CANARY_MODE for a new model): a round
-    switches modes only when asked to."""
+    switches modes only when asked to. `at` more than one slot ahead of now is refused
+    unless `allow_future`."""
     logger = get_run_logger()
     settings = load_settings()
-    at = as_utc(at or datetime.now(UTC))
-    lock = round_lock_name(model)
-    await ensure_limit(lock)
-    async with AsyncExitStack() as stack:
-        try:
-            await stack.enter_async_context(
-                concurrency(lock, occupy=1, strict=True, timeout_seconds=settings.round_lock_wait_s)
-            )
-        except TimeoutError:
+    wall = datetime.now(UTC)
+    at = as_utc(at or wall)
+    if future_at(at, wall) and not allow_future:
+        message = (
+            f"at={at:%Y-%m-%d %H:%MZ} is more than one half-hour slot after now "
+            f"({wall:%Y-%m-%d %H:%MZ}); nothing done (allow_future replays a future slot)"
+        )
+        logger.error(message)
+        return Failed(message=message)
+    try:
+        async with round_lock(model, settings) as lease:
+            return await _locked_round(model, mode, at, wall, endpoints, lease, logger)
+    except LeaseTimeoutError as exc:
+        message = (
+            f"the round lock of {model} stayed held by {exc.view.describe()} for "
+            f"{settings.round_lock_wait_s:.0f} s; this run changed nothing"
+        )
+        logger.warning(message)
+        return Cancelled(message=message)
+    except LeaseLostError as exc:
+        message = f"{exc}; nothing applied"
+        logger.error(message)
+        return Failed(message=message)
+
+
+async def _locked_round(
+    model: str,
+    mode: str | None,
+    at: datetime,
+    wall: datetime,
+    endpoints: list[str] | None,
+    lease: Lease,
+    logger: Any,
+) -> RoundSummary | State[Any]:
+    settings = load_settings()
+    state = await tasks.load_state(model)
+    run_mode = Mode(mode) if mode else stored_mode(state, settings.mode)
+    await _tag_run(f"model:{model}", f"mode:{run_mode.value}")
+    if state.last_round_at is not None and round_index(at) <= round_index(state.last_round_at):
+        if clock_ahead(state, wall) and not future_at(at, wall):
             message = (
-                f"another canary round for {model} held the round lock for more than "
-                f"{settings.round_lock_wait_s:.0f} s; this one changed nothing"
+                f"the last applied round of {model} ({state.last_round_id}) is in the future, "
+                f"so every round until then changes nothing; `canary clock reset --model {model} "
+                "--reason ...` repairs it"
             )
-            logger.warning(message)
-            return Cancelled(message=message)
-        state = await tasks.load_state(model)
-        run_mode = Mode(mode) if mode else stored_mode(state, settings.mode)
-        await _tag_run(f"model:{model}", f"mode:{run_mode.value}")
-        if state.last_round_at is not None and round_index(at) <= round_index(state.last_round_at):
-            message = (
-                f"the half-hour slot of {at:%Y-%m-%d %H:%MZ} is not after the last applied round "
-                f"({state.last_round_id}); this run changed nothing"
-            )
-            logger.warning(message)
-            return Cancelled(message=message)
-        return await _round(model, run_mode, at, endpoints, state, logger)
+            logger.error(message)
+            return Failed(message=message)
+        message = (
+            f"the half-hour slot of {at:%Y-%m-%d %H:%MZ} is not after the last applied round "
+            f"({state.last_round_id}); this run changed nothing"
+        )
+        logger.warning(message)
+        return Cancelled(message=message)
+    return await _round(model, run_mode, at, endpoints, state, lease, logger)
 
 
 def stored_mode(state: ModelState, default: str) -> Mode:
@@ -243,10 +279,23 @@ def round_report(
 
 
 async def _round(
-    model: str, mode: Mode, at: datetime, subset: list[str] | None, state: ModelState, logger: Any
-) -> RoundSummary:
+    model: str,
+    mode: Mode,
+    at: datetime,
+    subset: list[str] | None,
+    state: ModelState,
+    lease: Lease,
+    logger: Any,
+) -> RoundSummary | State[Any]:
     settings = load_settings()
-    discovered = await tasks.discover_endpoints(model)
+    try:
+        discovered = await tasks.discover_endpoints(model)
+    except DiscoveryError as exc:
+        blind = blind_discovery(exc, settings.base_url)
+        if blind is None:
+            raise
+        rid = round_id(model, at)
+        return await end_blind(model, rid, at, blind, settings.notification_block, logger)
     plan = plan_round(
         model,
         at,
@@ -261,15 +310,26 @@ async def _round(
         plan.round_id, len(plan.targets), len(plan.controls), mode.value,
     )  # fmt: skip
     judged = await probe_and_judge(plan, settings.probe_concurrency, logger)
+    blind = blind_round(
+        judged.verdicts, judged.voted, transport_share=settings.blind_transport_share
+    )
+    if blind is not None:
+        return await end_blind(model, plan.round_id, at, blind, settings.notification_block, logger)
     exclusions = await tasks.read_exclusions(model, at)
     report = round_report(plan, judged, mode, exclusions)
     planned = tasks.policy_step(state, report)
-    new_state, decisions = await tasks.apply_report(report, planned, lock_held=True)
+    await lease.check()  # never apply under a lock this run no longer holds
+    new_state, decisions = await tasks.apply_report(report, planned)
     # From here on the state is applied: audit material and alerts are best-effort, so a
     # broken webhook or artifact write cannot fail the run (and hide its decisions).
-    return await publish(
+    summary = await publish(
         plan, mode, report, judged, decisions, settings.notification_block, logger, new_state
     )
+    if summary.warnings:
+        return Completed(
+            data=summary, name="Completed with warnings", message="; ".join(summary.warnings)
+        )
+    return summary
 
 
 async def publish(
@@ -291,12 +351,22 @@ async def publish(
     except Exception as exc:  # the state is applied; report what we could not read
         logger.error("could not read provider.ignore after the round: %s", exc)
     ignore = [e.model_dump(mode="json") for e in entries]
-    with best_effort(logger, "ledger"):
+    warnings: list[str] = []
+    try:
         tasks.record_ledger(report, judged.voted, decisions)
+    except Exception as exc:  # the state is applied: say so loudly, do not fail the run
+        warnings.append(ledger_warning(exc))
+        logger.error("round applied, but %s", warnings[-1])
+        with best_effort(logger, "ledger alert event"):
+            emit_event(
+                event="canary.ledger.write_failed",
+                resource={"prefect.resource.id": f"canary.ledger.{model}", "canary.model": model},
+                payload={"round_id": plan.round_id, "error": warnings[-1]},
+            )
     await publish_round_artifacts(plan, mode, judged, decisions, entries, state, logger)
     with best_effort(logger, "decision events"):
         emit_decision_events(decisions, round_id=plan.round_id)
-    lines = alert_lines(decisions) + finding_lines(judged.peers)
+    lines = alert_lines(decisions) + finding_lines(judged.peers) + warnings
     if judged.weak:
         passed = list(judged.control_verdict.passed_controls)
         with best_effort(logger, "weak-probe event"):
@@ -325,6 +395,17 @@ async def publish(
         ignored={
             t: list(v.ignored_reasons) for t, v in judged.verdicts.items() if v.ignored_reasons
         },
+        warnings=warnings,
+    )
+
+
+def ledger_warning(exc: BaseException) -> str:
+    """One line for a ledger write that failed (first line of the driver's message)."""
+    detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    first = detail[0][:200] if detail else ""
+    return (
+        f"ledger write failed ({type(exc).__name__}: {first}); the round's rows are missing "
+        "from the ledger (README: repairing the ledger)"
     )
 
 

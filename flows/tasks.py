@@ -163,9 +163,9 @@ def policy_step(state: ModelState, report: RoundReport) -> Planned:
 async def apply_report(
     report: RoundReport, planned: Planned | None = None, lock_held: bool = False
 ) -> tuple[ModelState, list[Decision]]:
-    """Enforce or observe (Q3): store the planned step under the model's state lock (already
-    held by a round), revision-checked; the policy runs again only if the stored state is not
-    the one it was planned on (an admin write slipped in)."""
+    """Enforce or observe (Q3): store the planned step under the model's state lock,
+    revision-checked; the policy runs again only if the stored state is not the one it was
+    planned on (an admin write slipped in)."""
     config = load_settings().policy
 
     def update(current: ModelState) -> tuple[ModelState, list[Decision]]:

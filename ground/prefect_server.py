@@ -9,6 +9,10 @@ Resolution order for every command that needs Prefect:
 3. Otherwise start `prefect server start` in the background with
    `PREFECT_HOME=<CANARY_HOME>/prefect`, wait for `/api/health`, and leave it
    running for the next command; `canary server stop` stops it.
+
+The server we start keeps concurrency-limit leases on disk (Prefect's filesystem lease
+storage) instead of in memory, so a slot held across a server restart is still revoked
+when its lease expires (with the in-memory default it would stay held for ever).
 """
 
 from __future__ import annotations
@@ -81,6 +85,10 @@ def start_local_server(settings: Settings, *, startup_timeout_s: float = 120.0) 
         "PREFECT_HOME": str(home),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_API_URL": api_url,
+        "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE": os.environ.get(
+            "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE",
+            "prefect.server.concurrency.lease_storage.filesystem",
+        ),
     }
     with log_path.open("ab") as log:
         proc = subprocess.Popen(

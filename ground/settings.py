@@ -217,6 +217,25 @@ class Settings(BaseSettings):
     round_lock_wait_s: float = Field(
         default=120.0, gt=0, description="How long a round waits for the previous one of its model."
     )
+    round_lease_s: float = Field(
+        default=30.0,
+        ge=2,
+        le=60,
+        description="Lease of a model's round lock, renewed every third of it: a killed round "
+        "frees the lock within this time (quarantine/adapters/lease.py).",
+    )
+    blind_transport_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="A round where at least this share of endpoints ends frozen (transport) is "
+        "blind: nothing applied, the run fails, admins are alerted (quarantine/blind.py).",
+    )
+    api_lost_after_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A command gives up (exit 1) when the Prefect API stops answering this long.",
+    )
     prefect_port: int = Field(
         default=4200, ge=1, le=65535, description="Port of the embedded local Prefect server."
     )

@@ -33,6 +33,7 @@ class DecisionKind(StrEnum):
     FORGIVEN = "forgiven"  # Q6: ladder history forgotten
     LIFTED = "lifted"  # Q8: manual lift
     MODE_CHANGED = "mode_changed"  # Q3: observe <-> enforce (tag "")
+    CLOCK_RESET = "clock_reset"  # manual repair of a last round in the future (tag "")
 
 
 class RoundNote(BaseModel):

@@ -5,13 +5,15 @@
     exclude  exclude add|remove|list        server   server start|stop, serve
     history  history (one endpoint)         report   report (HTML with plots)
     gateway  gateway serve                  demo     demo
+    clock    clock reset                    lock     lock status|release
     fleet    fleet serve (the fleet's own CLI, `fleet/cli.py`)
 
 `--help` pages show flags without a type (`canary/cli/help.py`); `canary --version` prints
 the installed version.
 
 Exit codes (`canary/cli/errors.py`): 0 success (whatever the providers did), 2 bad usage or
-configuration, 1 our own runtime errors (unreachable API, unknown model, ...).
+configuration, 1 our own runtime errors (unreachable API, unknown model, a blind round, ...).
+Errors are one line; `canary --debug ...` shows tracebacks.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Annotated
 
 import typer
 
-from canary.cli import demo, exclude, gateway, history, report, rounds, server, state
+from canary.cli import clock, demo, exclude, gateway, history, lock, report, rounds, server, state
+from canary.cli.errors import set_debug
 from canary.cli.help import plain_flags
 from fleet.cli import app as fleet_app
 
@@ -31,6 +34,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,  # locals may hold secrets
 )
+
+
 app.add_typer(rounds.app)
 app.add_typer(state.app)
 app.add_typer(history.app)
@@ -40,6 +45,8 @@ app.add_typer(server.app, name="server")
 app.add_typer(server.serve_app)
 app.add_typer(demo.app)
 app.add_typer(gateway.app, name="gateway", help="The OpenAI-compatible routing gateway.")
+app.add_typer(clock.app, name="clock")
+app.add_typer(lock.app, name="lock")
 app.add_typer(fleet_app, name="fleet", help="The local OpenRouter-compatible provider fleet.")
 
 
@@ -62,8 +69,12 @@ def _root(
             "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
         ),
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")
+    ] = False,
 ) -> None:
     """provider-canary: probe inference providers, quarantine broken routes, route around them."""
+    set_debug(debug)
 
 
 plain_flags(app)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from canary.cli.errors import BAD_INPUT, describe_validation, exit_with_error
+from canary.cli.errors import BAD_INPUT, debug, describe_validation, exit_with_error
 from ground.clock import parse_iso
 from ground.settings import RenamedSettingError, Settings, load_settings
 
@@ -43,9 +43,20 @@ def model_or_default(settings: Settings, model: str | None) -> str:
 
 
 def run_with_api[T](settings: Settings, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run a coroutine against a reachable Prefect API (starting the local server if needed).
+    """Run a coroutine against a reachable Prefect API (starting the local server if needed),
+    giving up with exit 1 if that API stops answering for CANARY_API_LOST_AFTER_S.
     Errors propagate; the command's `cli_errors` decorator turns them into exit codes."""
+    from canary.cli.watchdog import api_watchdog
     from ground.prefect_server import use_api
 
-    with use_api(settings):
+    with use_api(settings) as url, api_watchdog(url, settings.api_lost_after_s):
+        if not debug():
+            from canary.cli.debug import quiet_console_tracebacks
+
+            quiet_console_tracebacks()
         return asyncio.run(make())
+
+
+def run_local[T](make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine that needs no Prefect API (pre-flight checks of the upstream)."""
+    return asyncio.run(make())

@@ -6,12 +6,14 @@
 
 `exit_with_error` prints one line on stderr and exits; `cli_errors` wraps a command so that
 our exceptions become that one line and its exit code instead of a traceback (the shape of
-Prefect's own `cli/flow_run.py` with `exit_with_error`).
+Prefect's own `cli/flow_run.py` with `exit_with_error`). Anything else is a bug of ours:
+one line naming its type and exit 1, or the traceback with `canary --debug ...`.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from typing import NoReturn
 
@@ -20,6 +22,27 @@ from pydantic import ValidationError
 
 BAD_INPUT = 2
 RUNTIME = 1
+
+_debug = False
+
+
+def set_debug(on: bool) -> None:
+    """`canary --debug`: tracebacks instead of one-line errors."""
+    global _debug
+    _debug = on
+
+
+def debug() -> bool:
+    return _debug
+
+
+def scrub(text: str) -> str:
+    """`text` without the upstream key (a foreign exception may quote a request)."""
+    for name in ("CANARY_API_KEY", "OPENROUTER_API_KEY"):
+        secret = os.environ.get(name, "").strip()
+        if len(secret) >= 4:
+            text = text.replace(secret, "**********")
+    return text
 
 
 def exit_with_error(message: str, code: int = RUNTIME) -> NoReturn:
@@ -41,10 +64,16 @@ def describe_validation(exc: ValidationError, prefix: str = "") -> str:
 
 def _exit_code_for(exc: BaseException) -> tuple[int, str] | None:
     """The exit code and line for one of our exceptions, or None for a foreign one."""
+    from flows.preflight import PreflightError
     from ground.prefect_server import PrefectUnavailable
     from probes.errors import DiscoveryError, InvalidModelIdError
+    from quarantine.adapters.lease import LeaseError
     from quarantine.errors import QuarantineError
 
+    if isinstance(exc, PreflightError):
+        return exc.code, str(exc)
+    if isinstance(exc, LeaseError):
+        return RUNTIME, str(exc)
     if isinstance(exc, PrefectUnavailable):
         return RUNTIME, f"Prefect API unavailable: {exc}"
     if isinstance(exc, InvalidModelIdError):
@@ -68,9 +97,16 @@ def cli_errors[**P, T](command: Callable[P, T]) -> Callable[P, T]:
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
         except Exception as exc:
+            if _debug:
+                raise
             mapped = _exit_code_for(exc)
             if mapped is None:
-                raise
-            exit_with_error(mapped[1], mapped[0])
+                first = (str(exc).strip().splitlines() or [""])[0][:300]
+                exit_with_error(
+                    f"unexpected {type(exc).__name__}: {scrub(first)} "
+                    "(`canary --debug ...` shows the traceback)",
+                    RUNTIME,
+                )
+            exit_with_error(scrub(mapped[1]), mapped[0])
 
     return wrapper

@@ -36,13 +36,20 @@ def exclude_add(
     ] = False,
 ) -> None:
     """Exclude an endpoint for a model now (an admin flow run records it)."""
+    from flows import preflight
+
     settings = settings_or_exit()
     target = model_or_default(settings, model)
     expiry = parse_at(until, "--until")
+    preflight.check_model_id(target)
+    preflight.check_reason(reason)
+    preflight.check_until(expiry, utc_now())
 
     async def go() -> Any:
         from flows.admin import add_exclusion
 
+        if not force:
+            await preflight.check_known_tag(target, tag)
         return await add_exclusion(
             model=target, tag=tag, reason=reason, author=author, until=expiry, force=force
         )
@@ -58,11 +65,16 @@ def exclude_remove(
     author: Annotated[str, typer.Option(help="Who removes it.")] = "cli",
 ) -> None:
     """Remove a runtime incident exclusion."""
+    from flows import preflight
+
     settings = settings_or_exit()
     target = model_or_default(settings, model)
+    preflight.check_model_id(target)
 
     async def go() -> Any:
         from flows.admin import remove_exclusion
+
+        await preflight.check_active_exclusion(target, tag, utc_now())
 
         return await remove_exclusion(model=target, tag=tag, author=author)
 

@@ -22,8 +22,11 @@ def status_cmd(
 ) -> None:
     """Where each endpoint of a model stands: suspended, shadow-suspended, excluded or active,
     until when, its ladder rung, streaks and last round, and why it is out of traffic."""
+    from flows.preflight import check_model_id
+
     settings = settings_or_exit()
     target = model_or_default(settings, model)
+    check_model_id(target)
 
     async def go() -> Any:
         from quarantine.adapters.admin import astatus
@@ -37,22 +40,33 @@ def status_cmd(
     from canary.cli.tables import print_status
 
     print_status(status.to_json())
+    for warning in status.warnings:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 @app.command("ignore")
 @cli_errors
 def ignore_cmd(model: ModelOpt = None) -> None:
-    """The merged provider.ignore for a model, as a JSON array of tags."""
+    """The merged provider.ignore for a model, as a JSON array of tags (exit 1 for a model
+    the canary does not know; invalid runtime entries are skipped with a warning)."""
+    from flows.preflight import check_known_model, check_model_id
+
     settings = settings_or_exit()
     target = model_or_default(settings, model)
+    check_model_id(target)
 
-    async def go() -> list[str]:
-        from quarantine.adapters.ignore import aignore_list
+    async def go() -> tuple[list[str], list[str]]:
+        from quarantine.adapters.ignore import aignore_report
         from quarantine.exclusions import ignore_tags
 
-        return ignore_tags(await aignore_list(target, utc_now()))
+        await check_known_model(target, settings.models)
+        report = await aignore_report(target, utc_now())
+        return ignore_tags(report.entries), report.warnings
 
-    typer.echo(json.dumps(run_with_api(settings, go)))
+    tags, warnings = run_with_api(settings, go)
+    typer.echo(json.dumps(tags))
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 @app.command("lift")
@@ -64,12 +78,17 @@ def lift_cmd(
     author: Annotated[str, typer.Option(help="Who lifts it.")] = "cli",
 ) -> None:
     """Lift a canary suspension by hand (the ladder rung is kept)."""
+    from flows.preflight import check_model_id, check_reason, check_suspended_tag
+
     settings = settings_or_exit()
     target = model_or_default(settings, model)
+    check_model_id(target)
+    check_reason(reason)
 
     async def go() -> Any:
         from flows.admin import lift_suspension
 
+        await check_suspended_tag(target, tag, utc_now())
         return await lift_suspension(model=target, tag=tag, reason=reason, author=author)
 
     typer.echo(json.dumps(run_with_api(settings, go), default=str))

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from ground.clock import UtcDatetime
 from ground.settings import Settings, load_settings
 from quarantine import policy
-from quarantine.adapters.ignore import aignore_list
+from quarantine.adapters.ignore import aignore_report
 from quarantine.adapters.ledger import Ledger
 from quarantine.adapters.store import aload_state, aupdate_state
 from quarantine.exclusions import IgnoreEntry, ignore_tags
@@ -54,6 +54,7 @@ class ModelStatus(BaseModel):
     revision: int
     providers: dict[str, EndpointStatus]
     ignore: list[IgnoreEntry]
+    warnings: list[str] = Field(default_factory=list)  # e.g. invalid runtime exclusion entries
 
     def to_json(self) -> dict[str, Any]:
         """The CLI's JSON: per endpoint state, until, streaks, rung, layer, reason and last
@@ -80,6 +81,7 @@ class ModelStatus(BaseModel):
                 for tag, s in sorted(self.providers.items())
             },
             "ignore": ignore_tags(self.ignore),
+            "warnings": list(self.warnings),
         }
 
 
@@ -115,7 +117,9 @@ def model_status(state: ModelState, ignore: list[IgnoreEntry], now: datetime) ->
 async def astatus(model: str, now: datetime) -> ModelStatus:
     """Status of a model; `UnknownModelError` if no round has stored state for it."""
     state = await aload_state(model, missing_ok=False)
-    return model_status(state, await aignore_list(model, now), now)
+    report = await aignore_report(model, now)
+    status = model_status(state, report.entries, now)
+    return status.model_copy(update={"warnings": report.warnings})
 
 
 async def alift(

@@ -3,24 +3,42 @@
 The built-in file, the runtime Variable and the canary's state block are read here; the
 merge itself is the pure `quarantine.exclusions.merge_ignore`. Only Prefect's client API
 (blocks and variables) is used: the gateway imports this without Prefect's flow engine.
+
+A runtime Variable with invalid entries never costs the other layers: those entries are
+skipped with a warning (`aignore_report` returns the warnings for status and the CLI),
+and the built-in and canary layers still apply.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from quarantine.adapters.incidents import aread_runtime_exclusions
+from quarantine.adapters.incidents import aread_runtime_layer
 from quarantine.adapters.store import aload_state
 from quarantine.builtin import load_builtin
 from quarantine.exclusions import IgnoreEntry, merge_ignore
+
+
+@dataclass
+class IgnoreReport:
+    entries: list[IgnoreEntry]
+    warnings: list[str] = field(default_factory=list)
+
+
+async def aignore_report(
+    model: str, now: datetime, *, builtin_path: Path | str | None = None
+) -> IgnoreReport:
+    """The merged entries of `model` at `now`, and a warning per invalid runtime entry."""
+    builtin = load_builtin(builtin_path)
+    runtime = await aread_runtime_layer(model)
+    state = await aload_state(model)
+    return IgnoreReport(merge_ignore(model, builtin, runtime.entries, state, now), runtime.problems)
 
 
 async def aignore_list(
     model: str, now: datetime, *, builtin_path: Path | str | None = None
 ) -> list[IgnoreEntry]:
     """Read the three layers of `model` and merge them at `now`."""
-    builtin = load_builtin(builtin_path)
-    runtime = await aread_runtime_exclusions(model)
-    state = await aload_state(model)
-    return merge_ignore(model, builtin, runtime, state, now)
+    return (await aignore_report(model, now, builtin_path=builtin_path)).entries

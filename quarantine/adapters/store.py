@@ -213,9 +213,9 @@ async def _save(state: ModelState) -> None:
 
 
 def state_lock_name(model: str) -> str:
-    """The global concurrency limit that serialises writers of `model`'s state. The canary
-    round holds it for its whole run (one round per model at a time) and then writes with
-    `lock_held=True`; admin writers wait for a running round."""
+    """The global concurrency limit that serialises writers of `model`'s state, held for
+    one read-modify-write (rounds, lifts, clock resets). Rounds of a model are serialised
+    by their own round lock (`lease.py`), not by this one."""
     return f"canary-quarantine-{model_slug(model)}"
 
 

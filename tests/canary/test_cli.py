@@ -76,7 +76,7 @@ def test_o5_round_status_ignore_exclude_lift_from_the_cli(small_model: str) -> N
     assert code == 1 and "not suspended" in out
 
     code, out = _run("exclude", "add", "deepinfra/fp88", "--model", m, "--reason", "typo")
-    assert code == 1 and "--force" in out
+    assert code == 2 and "--force" in out  # an input mistake, found before any flow run
     code, out = _run("exclude", "add", "newhost/fp8", "--model", m, "--reason", "x", "--force")
     assert code == 0, out
 

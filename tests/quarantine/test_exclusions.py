@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prefect.variables import Variable
 
-from quarantine.adapters.ignore import aignore_list
+from quarantine.adapters.ignore import aignore_list, aignore_report
 from quarantine.adapters.incidents import (
     aadd_runtime_exclusion,
     aread_runtime_exclusions,
@@ -241,15 +241,44 @@ class TestRuntimeExclusions:
         assert await Variable.aget(variable_name(model)) == before
         assert len(await aread_runtime_exclusions(model)) == len(entries)
 
-    async def test_q7b_corrupt_variable_is_a_clear_error_and_is_not_overwritten(self) -> None:
-        """Q7b: a Variable edited into something else raises ExclusionsCorruptError; add leaves it."""
-        model = new_model()
+    async def test_q7b_corrupt_variable_keeps_the_other_layers_and_is_not_overwritten(
+        self, tmp_path: Path
+    ) -> None:
+        """Q7b: a Variable edited into something else adds no entries (a warning naming it)
+        while the built-in and canary layers still apply; an add refuses to overwrite it."""
+        model = "acme/" + uuid.uuid4().hex[:8]
+        await aupdate_state(model, lambda s: run([{"sick/fp8": F}] * 2, state=s))
         await Variable.aset(variable_name(model), {"entries": "oops"}, overwrite=True)
+        report = await aignore_report(model, T0 + HOUR, builtin_path=write(tmp_path, GOOD))
+        assert ignore_tags(report.entries) == ["badhost/fp4", "filterco", "sick/fp8"]
+        [warning] = report.warnings
+        assert variable_name(model) in warning and "not a runtime-exclusions document" in warning
         with pytest.raises(ExclusionsCorruptError, match=variable_name(model)):
-            await aignore_list(model, T0)
-        with pytest.raises(ExclusionsCorruptError):
             await aadd_runtime_exclusion(model, "x", reason="r", author="a", now=T0)
         assert await Variable.aget(variable_name(model)) == {"entries": "oops"}
+
+    async def test_q7b_invalid_entry_is_skipped_by_name_and_the_rest_apply(self) -> None:
+        """Q7b: a hand-edited entry that does not validate is skipped with a warning naming
+        it; the valid entries and the canary layer still apply; writes keep it for a human."""
+        model = "acme/" + uuid.uuid4().hex[:8]
+        await aupdate_state(model, lambda s: run([{"sick/fp8": F}] * 2, state=s))
+        good = _runtime("good/fp8").model_dump(mode="json")
+        bad = {**_runtime("typo/fp8").model_dump(mode="json"), "until": "next tuesday"}
+        await Variable.aset(
+            variable_name(model), {"version": 1, "entries": [bad, good, 42]}, overwrite=True
+        )
+        report = await aignore_report(model, T0 + HOUR)
+        assert {"good/fp8", "sick/fp8"} <= set(ignore_tags(report.entries))
+        assert "typo/fp8" not in ignore_tags(report.entries)
+        assert len(report.warnings) == 2
+        assert "entry 0 ('typo/fp8') skipped, until:" in report.warnings[0]
+        assert "entry 2 skipped" in report.warnings[1]
+        assert ignore_tags(await aignore_list(model, T0 + HOUR)) == ignore_tags(report.entries)
+        await aadd_runtime_exclusion(model, "new/fp8", reason="r", author="a", now=T0 + HOUR)
+        raw = await Variable.aget(variable_name(model))
+        assert bad in raw["entries"] and 42 in raw["entries"]
+        tags = {e.tag for e in await aread_runtime_exclusions(model)}
+        assert tags == {"good/fp8", "new/fp8"}
 
     async def test_q7_aignore_list_merges_all_three_layers(self, tmp_path: Path) -> None:
         """Q7: built-in file + Variable + stored state (enforce) merge into one ignore list."""

@@ -87,6 +87,7 @@ async def test_q8_status_json_has_the_documented_shape() -> None:
             },
         },
         "ignore": ["a"],
+        "warnings": [],
     }
 
 
