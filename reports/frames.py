@@ -93,12 +93,12 @@ def contract_failures(probes: pd.DataFrame) -> pd.DataFrame:
     judged = outcomes[outcomes["status"].isin(_JUDGED)]
     # one row per endpoint, round and contract (a contract can carry several outcomes in a
     # round, e.g. the start share and the peer comparison): failed if any of them failed
-    judged = (
+    per_round: pd.DataFrame = (
         judged.assign(failed=judged["status"] == "fail")
-        .groupby(["tag", "round_id", "contract"], as_index=False)["failed"]
-        .any()
+        .groupby(["tag", "round_id", "contract"], as_index=False)
+        .agg(failed=("failed", "any"))
     )
-    judged["status"] = judged["failed"].map({True: "fail", False: "pass"})
+    judged = per_round.assign(status=per_round["failed"].map({True: "fail", False: "pass"}))
     counts = pd.DataFrame(
         {
             "failed": judged[judged["status"] == "fail"].groupby(["tag", "contract"]).size(),
