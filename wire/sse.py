@@ -88,6 +88,17 @@ class SSEParser:
         return out
 
     def _line(self, raw: bytes, out: list[Comment | Event]) -> None:
+        if raw.startswith(b"data: "):  # the common line, without the general field parsing
+            try:
+                self._data.append(raw[6:].decode("utf-8"))
+                return
+            except UnicodeDecodeError:
+                pass  # counted and replaced below
+        elif not raw:
+            if self._data:
+                out.append(Event("\n".join(self._data)))
+                self._data = []
+            return
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
