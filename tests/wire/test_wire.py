@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from pydantic import SecretStr
 
 from probes.client import ProbeClient
-from probes.types import Contract, Endpoint
+from probes.types import Contract, Endpoint, Transcript
 from routing.deadline import AttemptBudget
 from routing.upstream import Upstream
 from tests.fixtures.hostile import Hostile, json_reply, raw_reply
 from wire import jsonio
-from wire.errors import parse_error
+from wire.errors import ErrorInfo, parse_error
 from wire.retry_after import parse_retry_after
 from wire.text import MIN_FRAGMENT, Scrubber, StreamScrubber, upstream_text, valid_unicode
 
@@ -209,13 +209,8 @@ def _endpoint() -> Endpoint:
     return Endpoint(model_id="hostile/model", tag="hostile/fp8", provider_name="Hostile")
 
 
-@pytest.mark.parametrize(("status", "body", "headers"), ENVELOPES)
-async def test_r2_c2_probe_and_router_parse_hostile_envelopes_alike(
-    hostile: Hostile, status: int, body: bytes, headers: dict[str, str]
-) -> None:
-    """The same error reply read by the canary's client and the gateway's upstream client
-    gives the same ErrorInfo (code, message, type, provider fields, metadata), key-free."""
-    hostile.handler = lambda req: raw_reply(status, body, headers)
+async def _through_both_paths(hostile: Hostile) -> tuple[Transcript, ErrorInfo | None]:
+    """The hostile reply read by the canary's probe client and by the gateway's upstream."""
     async with ProbeClient(hostile.base_url, api_key=KEY) as client:
         t = await client.probe(
             _endpoint(), Contract.START, [{"role": "user", "content": "hi"}], locale="en"
@@ -226,6 +221,17 @@ async def test_r2_c2_probe_and_router_parse_hostile_envelopes_alike(
             info = await call.start()
     finally:
         await upstream.aclose()
+    return t, info
+
+
+@pytest.mark.parametrize(("status", "body", "headers"), ENVELOPES)
+async def test_r2_c2_probe_and_router_parse_hostile_envelopes_alike(
+    hostile: Hostile, status: int, body: bytes, headers: dict[str, str]
+) -> None:
+    """The same error reply read by the canary's client and the gateway's upstream client
+    gives the same ErrorInfo (code, message, type, provider fields, metadata), key-free."""
+    hostile.handler = lambda req: raw_reply(status, body, headers)
+    t, info = await _through_both_paths(hostile)
     assert t.error is not None and info is not None
     probe = t.error.model_dump(exclude={"in_band", "retry_after_s"})
     routed = info.model_dump(exclude={"in_band", "retry_after_s"})
@@ -240,16 +246,7 @@ async def test_r2_probe_and_router_agree_on_a_clean_envelope(hostile: Hostile) -
     payload = {"error": {"code": 429, "message": "slow down",
                          "metadata": {"error_type": "rate_limit_exceeded"}}}  # fmt: skip
     hostile.handler = lambda req: json_reply(429, payload, {"Retry-After": "2"})
-    async with ProbeClient(hostile.base_url, api_key=KEY) as client:
-        t = await client.probe(
-            _endpoint(), Contract.START, [{"role": "user", "content": "hi"}], locale="en"
-        )
-    upstream = Upstream(hostile.base_url, SecretStr(KEY))
-    try:
-        async with upstream.call({"model": "m", "messages": []}, AttemptBudget(2.0, 5.0)) as call:
-            info = await call.start()
-    finally:
-        await upstream.aclose()
+    t, info = await _through_both_paths(hostile)
     assert t.error is not None and info is not None
     assert (t.error.code, t.error.message, t.error.error_type, t.error.retry_after_s) == (
         429, "slow down", "rate_limit_exceeded", 2.0,
