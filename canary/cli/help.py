@@ -22,28 +22,28 @@ def _blank_flags(params: list[Any]) -> None:
             param.metavar = ""
 
 
-class PlainFlagsCommand(TyperCommand):
+class _PlainFlags:
+    """Blanks the `<bool>` type shown after flags (own parameters and `--help`)."""
+
+    params: list[Any]
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _blank_flags(self.params)
 
     def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
+        option = super().get_help_option(ctx)  # type: ignore[misc]
         if option is not None:
             _blank_flags([option])
         return option
 
 
-class PlainFlagsGroup(TyperGroup):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _blank_flags(self.params)
+class PlainFlagsCommand(_PlainFlags, TyperCommand):
+    pass
 
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        if option is not None:
-            _blank_flags([option])
-        return option
+
+class PlainFlagsGroup(_PlainFlags, TyperGroup):
+    pass
 
 
 def _unset(value: object) -> bool:
