@@ -5,7 +5,12 @@ and its own gateway (`canary gateway serve --no-quarantine`, events on, into a t
 both as subprocesses on free loopback ports, then measures side by side in one run:
 latency p50/p99 at 1 and 50 concurrent requests and requests per second.
 
-    .venv/bin/python bench/bench_gateway.py [--requests 400]
+    .venv/bin/python bench/bench_gateway.py [--requests 400] [--rounds 4] [--baseline DIR]
+
+Each concurrency level runs in `--rounds` rounds that alternate the paths, so machine noise
+hits every path alike. `--baseline DIR` also starts a second gateway from another checkout
+(e.g. `git worktree add /tmp/base <commit>`) and reports it beside this one: the regression
+check for a change on the hot path ("the same figures within noise").
 """
 
 from __future__ import annotations
@@ -92,10 +97,10 @@ BODY = {
 
 
 def _start(
-    cmd: list[str], env: dict[str, str], pattern: str
+    cmd: list[str], env: dict[str, str], pattern: str, cwd: Path = ROOT
 ) -> tuple[subprocess.Popen[bytes], str]:
     log = tempfile.NamedTemporaryFile(prefix="bench-", suffix=".log", delete=False)  # noqa: SIM115
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         match = re.search(pattern, Path(log.name).read_text(errors="replace"))
@@ -136,7 +141,7 @@ async def _run(
 
         t0 = time.perf_counter()
         lat = await asyncio.gather(*(bounded() for _ in range(n)))
-        return list(lat), n / (time.perf_counter() - t0)
+        return list(lat), time.perf_counter() - t0
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -146,7 +151,11 @@ def _pct(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=4, help="alternations of the paths")
+    parser.add_argument("--baseline", type=Path, help="another checkout's gateway, side by side")
     args = parser.parse_args()
+    if args.baseline is not None and not (args.baseline / "routing" / "gateway.py").exists():
+        parser.error(f"--baseline {args.baseline}: not a provider-canary checkout")
     tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     (tmp / "scenario.yaml").write_text(yaml.safe_dump(SCENARIO))
     contracts = tmp / "contracts"
@@ -160,101 +169,84 @@ def main() -> None:
     (contracts / "routes.yaml").write_text(yaml.safe_dump(ROUTES))
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "CANARY_HOME": str(tmp)}
     py = sys.executable
-    fleet, fleet_url = _start(
-        [
-            py,
-            "-m",
-            "canary.cli",
-            "fleet",
-            "serve",
-            "--scenario",
-            str(tmp / "scenario.yaml"),
-            "--port",
-            "0",
-        ],
-        env,
-        r"at (http://[\d.:]+/api/v1)",
-    )
-    key = "fleet-local-key"
-    genv = {
-        **env,
-        "CANARY_BASE_URL": fleet_url,
-        "CANARY_API_KEY": os.environ.get("CANARY_FLEET_KEY", key),
-        "CANARY_GATEWAY_KEYS": "bench-key",
-    }
+    procs: list[subprocess.Popen[bytes]] = []
     try:
-        gateway, gw_url = _start(
-            [
-                py,
-                "-m",
-                "canary.cli",
-                "gateway",
-                "serve",
-                "--port",
-                "0",
-                "--contracts",
-                str(contracts),
-                "--no-quarantine",
-            ],
-            genv,
-            r"at (http://[\d.:]+/v1)",
-        )
-    except Exception:
-        fleet.terminate()
-        raise
-    try:
-        bare, bare_url = _start(
-            [py, "-c", BARE_PROXY, fleet_url, genv["CANARY_API_KEY"]],
+        fleet, fleet_url = _start(
+            [py, "-m", "canary.cli", "fleet", "serve", "--scenario", str(tmp / "scenario.yaml"),
+             "--port", "0"],
             env,
-            r"at (http://[\d.:]+/v1)",
+            r"at (http://[\d.:]+/api/v1)",
+        )  # fmt: skip
+        procs.append(fleet)
+        key = os.environ.get("CANARY_FLEET_KEY", "fleet-local-key")
+        genv = {
+            **env,
+            "CANARY_BASE_URL": fleet_url,
+            "CANARY_API_KEY": key,
+            "CANARY_GATEWAY_KEYS": "bench-key",
+        }
+        serve = ["-m", "canary.cli", "gateway", "serve", "--port", "0", "--contracts",
+                 str(contracts), "--no-quarantine"]  # fmt: skip
+        gateway, gw_url = _start([py, *serve], genv, r"at (http://[\d.:]+/v1)")
+        procs.append(gateway)
+        bare, bare_url = _start(
+            [py, "-c", BARE_PROXY, fleet_url, key], env, r"at (http://[\d.:]+/v1)"
         )
-    except Exception:
-        gateway.terminate()
-        fleet.terminate()
-        raise
-    try:
-        direct = (
-            f"{fleet_url}/chat/completions",
-            {"Authorization": f"Bearer {genv['CANARY_API_KEY']}"},
-            {**BODY, "stream": True},
-        )
-        via = (
-            f"{gw_url}/chat/completions",
-            {"Authorization": "Bearer bench-key", "X-Workload": "chat"},
-            BODY,
-        )
-        floor = (f"{bare_url}/chat/completions", {}, {**BODY, "stream": True})
+        procs.append(bare)
+        via_headers = {"Authorization": "Bearer bench-key", "X-Workload": "chat"}
+        paths: list[tuple[str, str, dict[str, str], dict]] = [
+            ("direct", f"{fleet_url}/chat/completions", {"Authorization": f"Bearer {key}"},
+             {**BODY, "stream": True}),
+            ("bare", f"{bare_url}/chat/completions", {}, {**BODY, "stream": True}),
+            ("gateway", f"{gw_url}/chat/completions", via_headers, BODY),
+        ]  # fmt: skip
+        if args.baseline is not None:
+            benv = {**genv, "PYTHONPATH": str(args.baseline.resolve())}
+            base, base_url = _start(
+                [py, *serve], benv, r"at (http://[\d.:]+/v1)", cwd=args.baseline
+            )
+            procs.append(base)
+            paths.append(("baseline", f"{base_url}/chat/completions", via_headers, BODY))
         print(
             f"gateway overhead on this machine ({os.cpu_count()} CPUs; fleet, proxies and client share them)"
         )
-        print("  direct  = client -> fleet (streamed, read to [DONE])")
+        print("  direct   = client -> fleet (streamed, read to [DONE])")
         print(
-            "  bare    = client -> bare Starlette+httpx pass-through -> fleet (the floor of any gateway here)"
+            "  bare     = client -> bare Starlette+httpx pass-through -> fleet (the floor of any gateway here)"
         )
         print(
-            "  gateway = client -> canary gateway (workload chat, non-stream) -> fleet (streamed upstream)"
+            "  gateway  = client -> canary gateway (workload chat, non-stream) -> fleet (streamed upstream)"
         )
+        if args.baseline is not None:
+            print(f"  baseline = the same, the gateway of {args.baseline}")
         print(
             f"{'conc':>4} {'n':>5} {'path':>8} | {'p50':>8} {'p99':>9} {'req/s':>6} | {'added p50':>9} {'added p99':>9}"
         )
         for conc in (1, 50):
             n = args.requests if conc > 1 else max(100, args.requests // 2)
-            d_lat, d_rps = asyncio.run(_run(*direct, n, conc))
-            b_lat, b_rps = asyncio.run(_run(*floor, n, conc))
-            g_lat, g_rps = asyncio.run(_run(*via, n, conc))
-            dp50, dp99 = _pct(d_lat, 50), _pct(d_lat, 99)
-            for name, lat, rps in (
-                ("direct", d_lat, d_rps),
-                ("bare", b_lat, b_rps),
-                ("gateway", g_lat, g_rps),
-            ):
-                p50, p99 = _pct(lat, 50), _pct(lat, 99)
+            per_round = max(conc, n // args.rounds)
+            lat: dict[str, list[float]] = {name: [] for name, *_ in paths}
+            busy: dict[str, float] = dict.fromkeys(lat, 0.0)
+            for _ in range(args.rounds):
+                for name, url, headers, body in paths:
+                    got, wall = asyncio.run(_run(url, headers, body, per_round, conc))
+                    lat[name] += got
+                    busy[name] += wall
+            dp50, dp99 = _pct(lat["direct"], 50), _pct(lat["direct"], 99)
+            for name in lat:
+                p50, p99 = _pct(lat[name], 50), _pct(lat[name], 99)
+                rps = len(lat[name]) / busy[name]
                 added = "" if name == "direct" else f"{p50 - dp50:>7.2f}ms {p99 - dp99:>7.2f}ms"
                 print(
-                    f"{conc:>4} {n:>5} {name:>8} | {p50:>6.2f}ms {p99:>7.2f}ms {rps:>6.0f} | {added}"
+                    f"{conc:>4} {len(lat[name]):>5} {name:>8} | {p50:>6.2f}ms {p99:>7.2f}ms {rps:>6.0f} | {added}"
                 )
+            if "baseline" in lat:
+                ratio = (_pct(lat["gateway"], 50) - dp50) / max(
+                    1e-9, _pct(lat["baseline"], 50) - dp50
+                )
+                print(f"{conc:>4}       added p50 gateway/baseline = {ratio:.2f}x")
     finally:
-        for proc in (bare, gateway, fleet):
+        for proc in reversed(procs):
             proc.terminate()
             try:
                 proc.wait(timeout=10)

@@ -38,6 +38,10 @@ install it. Nothing is installed into the project's venv:
       (or BENCH_LEVERS_PATH=dir; the gateway runs unchanged, only uvicorn's loop/http differ)
 
     .venv/bin/python bench/bench_peers.py [--requests 600] [--repeats 2] [--levers]
+                                          [--no-peers] [--baseline DIR]
+
+`--baseline DIR` also runs the gateway of another checkout (`git worktree add /tmp/base
+<commit>`) beside this one: the check that a change on the hot path costs nothing.
 
 The peers get the fleet as an OpenAI-compatible upstream: LiteLLM a `model_list` entry
 `openai/bench/echo` with `api_base` = the fleet, Portkey `x-portkey-provider: openai` with
@@ -560,7 +564,12 @@ def main() -> None:
     parser.add_argument("--levers", action="store_true", help="also uvloop/httptools variants")
     parser.add_argument("--no-peers", action="store_true", help="skip LiteLLM and Portkey")
     parser.add_argument("--rss-bound-mb", type=float, default=150.0)
+    parser.add_argument(
+        "--baseline", type=Path, help="also this gateway from another checkout (regression check)"
+    )
     args = parser.parse_args()
+    if args.baseline is not None and not (args.baseline / "routing" / "gateway.py").exists():
+        parser.error(f"--baseline {args.baseline}: not a provider-canary checkout")
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-peers-"))
     (tmp / "scenario.yaml").write_text(yaml.safe_dump(INSTANT))
@@ -607,6 +616,15 @@ def main() -> None:
         )
         procs.append(gw)
         servers.append(Server("gateway", f"{gw_url}/chat/completions", gw_headers, gw, log))
+
+        if args.baseline is not None:  # the same gateway, from another checkout
+            benv = {**genv, "PYTHONPATH": str(args.baseline.resolve())}
+            p, url, log = start(
+                [py, "-m", "canary.cli", *gw_args], benv, pattern=r"at (http://[\d.:]+/v1)",
+                cwd=args.baseline,
+            )  # fmt: skip
+            procs.append(p)
+            servers.append(Server("baseline", f"{url}/chat/completions", gw_headers, p, log))
 
         if args.levers:  # what the request/attempt events (ledger writes) cost
             p, url, log = start(
