@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -142,6 +143,60 @@ def test_r7_jsonio_fuzz_raises_only_its_own_error(raw: bytes) -> None:
     for strict in (False, True):
         with contextlib.suppress(jsonio.WireJSONError):
             jsonio.loads(raw, strict=strict)
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of equal types (1 is not 1.0; NaN is NaN; -0.0 is not 0.0)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return (a != a and b != b) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=_JSON_VALUES,
+    ascii_only=st.booleans(),
+    as_bytes=st.booleans(),
+    cut=st.integers(0, 400),
+    insert=st.sampled_from(["", "[", "{", "]", ",", "9" * 19, "\\ud800", "NaN", "\ufeff", "1e999"]),
+)
+def test_r7_jsonio_fast_path_decodes_exactly_as_the_standard_decoder(
+    value: Any, ascii_only: bool, as_bytes: bool, cut: int, insert: str
+) -> None:
+    """orjson only decides faster, never differently: for documents and near-documents
+    (big integers, NaN, surrogates, a BOM, nesting, broken syntax), `loads` gives the same
+    value of the same types as Python's decoder alone, or both refuse (jsonio docstring)."""
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    cut = min(cut, len(text))
+    text = text[:cut] + insert + text[cut:] if insert else text
+    raw: str | bytes = text.encode("utf-8", "surrogatepass") if as_bytes else text
+    for strict in (False, True):
+        try:
+            reference = jsonio._standard_loads(raw, max_depth=jsonio.MAX_DEPTH, strict=strict)
+        except jsonio.WireJSONError:
+            with pytest.raises(jsonio.WireJSONError):
+                jsonio.loads(raw, strict=strict)
+            continue
+        assert _same(jsonio.loads(raw, strict=strict), reference), (raw, strict)
 
 
 # ---- Retry-After --------------------------------------------------------------------------
