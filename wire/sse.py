@@ -59,56 +59,58 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> list[Comment | Event]:
         out: list[Comment | Event] = []
-        if self._at_start and chunk:
-            self._buffer.extend(chunk)
-            if len(self._buffer) < len(_BOM) and _BOM.startswith(bytes(self._buffer)):
+        buf = self._buffer
+        buf.extend(chunk)
+        if self._at_start and buf:
+            if len(buf) < len(_BOM) and _BOM.startswith(buf):
                 return out  # wait: could still be a BOM
-            if self._buffer.startswith(_BOM):
-                del self._buffer[: len(_BOM)]
+            if buf.startswith(_BOM):
+                del buf[: len(_BOM)]
             self._at_start = False
-        else:
-            self._buffer.extend(chunk)
-        start = 0
-        while True:
-            newline = self._buffer.find(b"\n", start)
-            if newline < 0:
-                break
-            raw = bytes(self._buffer[start:newline])
-            start = newline + 1
-            if self._skipping_overlong:
-                self._skipping_overlong = False  # the tail of an overlong line ends here
-                continue
-            self._line(raw.removesuffix(b"\r"), out)
-        del self._buffer[:start]
-        if len(self._buffer) > self.max_line_bytes:
-            self._buffer.clear()
+        end = buf.rfind(b"\n")
+        if end >= 0:
+            block = bytes(buf[:end])  # whole lines only: a line end is never inside a character
+            del buf[: end + 1]
+            data = self._data
+            for line in self._lines(block):
+                if line.endswith("\r"):
+                    line = line[:-1]
+                if line.startswith("data: "):  # the common line, without field parsing
+                    data.append(line[6:])
+                elif not line:
+                    if data:
+                        out.append(Event("\n".join(data)))
+                        data.clear()
+                else:
+                    self._field(line, out)
+        if len(buf) > self.max_line_bytes:
+            buf.clear()
             self.malformed_lines += 1
             self.overlong_lines += 1
             self._skipping_overlong = True
         return out
 
-    def _line(self, raw: bytes, out: list[Comment | Event]) -> None:
-        if raw.startswith(b"data: "):  # the common line, without the general field parsing
-            try:
-                self._data.append(raw[6:].decode("utf-8"))
-                return
-            except UnicodeDecodeError:
-                pass  # counted and replaced below
-        elif not raw:
-            if self._data:
-                out.append(Event("\n".join(self._data)))
-                self._data = []
-            return
+    def _lines(self, block: bytes) -> list[str]:
+        """The lines of `block` (whole lines, their LF removed), decoded."""
+        if self._skipping_overlong:
+            self._skipping_overlong = False  # the tail of an overlong line ends here
+            start = block.find(b"\n") + 1
+            if not start:
+                return []
+            block = block[start:]
+        try:  # the common case: one decode for every line of this read
+            return block.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            return [self._decode(raw) for raw in block.split(b"\n")]
+
+    def _decode(self, raw: bytes) -> str:
         try:
-            line = raw.decode("utf-8")
+            return raw.decode("utf-8")
         except UnicodeDecodeError:
             self.non_utf8_lines += 1
-            line = raw.decode("utf-8", errors="replace")
-        if not line:
-            if self._data:
-                out.append(Event("\n".join(self._data)))
-                self._data = []
-            return
+            return raw.decode("utf-8", errors="replace")
+
+    def _field(self, line: str, out: list[Comment | Event]) -> None:
         if line.startswith(":"):
             out.append(Comment(line[1:].strip()))
             return
