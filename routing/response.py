@@ -128,32 +128,34 @@ def _scrubbed_call(call: ToolCall, scrub: Scrubber) -> ToolCall:
 
 
 class StreamAssembler:
-    """Feed SSE `data:` payloads (already JSON-decoded) in order; read `.completion`."""
+    """Feed SSE `data:` payloads (already JSON-decoded) in order with `feed`; `release` the
+    content they carried once per network read (the scrubbing is done there, so its cost is
+    per read, not per chunk); read `.completion`."""
 
     def __init__(self, scrub: Scrubber = NO_SECRET) -> None:
         self.completion = Completion()
         self.scrub = scrub
         self.raw_content = False  # the upstream sent content (some may still be held back)
         self._text = StreamScrubber(scrub)
+        self._pending: list[str] = []  # content fed, not yet released
         self._calls: dict[int, ToolCall] = {}
 
-    def feed(self, chunk: dict[str, Any]) -> str:
-        """Add one chunk; return the scrubbed content that may be released now (possibly
-        "": the last few characters wait for the next chunk, see `finish`)."""
+    def feed(self, chunk: dict[str, Any]) -> None:
+        """Add one chunk (its content waits for `release`)."""
         c = self.completion
         if c.id is None:
             c.id = _opt_text(chunk.get("id"), self.scrub)
             c.model = _opt_text(chunk.get("model"), self.scrub)
             c.provider = provider_of(chunk, self.scrub)
-        usage = _usage(chunk, self.scrub)
-        if usage is not None:
-            c.usage = usage
+        if "usage" in chunk:
+            usage = _usage(chunk, self.scrub)
+            if usage is not None:
+                c.usage = usage
         if "error" in chunk:
             c.error = _in_band_error(chunk, self.scrub)
         choices = chunk.get("choices")
         if not choices or not isinstance(choices, list):
-            return ""
-        text = ""
+            return
         for choice in choices:
             if not isinstance(choice, dict):
                 continue
@@ -161,17 +163,23 @@ class StreamAssembler:
             if isinstance(delta, dict):
                 piece = delta.get("content")
                 if piece and isinstance(piece, str):
-                    text += piece
+                    self._pending.append(piece)
+                    self.raw_content = True
                 if isinstance(delta.get("tool_calls"), list):
                     self._tool_deltas(delta["tool_calls"])
             finish = choice.get("finish_reason")
             if finish:
                 c.finish_reason = upstream_text(finish, self.scrub, 64)
-        if not text:
+
+    def release(self) -> str:
+        """The scrubbed content that may go out now (possibly "": the last few characters
+        wait for more, see `finish`)."""
+        if not self._pending:
             return ""
-        self.raw_content = True
+        text = self._pending[0] if len(self._pending) == 1 else "".join(self._pending)
+        self._pending.clear()
         released = self._text.feed(text)
-        c.content += released
+        self.completion.content += released
         return released
 
     def _tool_deltas(self, calls: list[Any]) -> None:
@@ -192,12 +200,13 @@ class StreamAssembler:
         self.completion.tool_calls = [self._calls[k] for k in sorted(self._calls)]
 
     def finish(self) -> str:
-        """The stream ended with [DONE]: the held-back end of the content, now released,
-        and the tool calls scrubbed (only a finished reply's calls are ever handed out)."""
-        tail = self._text.flush()
-        self.completion.content += tail
+        """The stream ended with [DONE]: the content not yet released, with the held-back
+        end, and the tool calls scrubbed (only a finished reply's calls are ever handed out)."""
+        released = self.release()
+        held = self._text.flush()
+        self.completion.content += held
         self.completion.tool_calls = [
             _scrubbed_call(self._calls[k], self.scrub) for k in sorted(self._calls)
         ]
         self.completion.done = True
-        return tail
+        return released + held

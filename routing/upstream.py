@@ -107,13 +107,17 @@ class UpstreamCall:
         return info
 
     async def content(self) -> AsyncIterator[str]:
-        """Yield content pieces as they arrive; tool-call deltas are assembled silently.
+        """Yield content pieces as they arrive (one per network read that carried content);
+        tool-call deltas are assembled silently.
 
         Ends normally at `[DONE]`; a stream that ends without it leaves
-        `assembler.completion.done` False (a cut). Raises httpx errors as they come.
+        `assembler.completion.done` False (a cut). An in-band error chunk ends it too (what
+        came before the error in the same read is still yielded). Raises httpx errors as
+        they come.
         """
         assert self._response is not None, "start() first"
         parser = SSEParser(max_line_bytes=self._max_line_bytes)
+        assembler = self.assembler
         received = 0
         done = False
         async for raw in self._response.aiter_bytes():
@@ -124,14 +128,12 @@ class UpstreamCall:
                 continue
             if received > self._max_reply_bytes:
                 raise MalformedStream(f"reply larger than {self._max_reply_bytes} bytes")
+            failed = False
             for item in parser.feed(raw):
-                if not isinstance(item, Event):
+                if type(item) is not Event:
                     continue  # keep-alive comments (`:`)
                 if item.data == "[DONE]":
                     done = True
-                    tail = self.assembler.finish()
-                    if tail:
-                        yield tail
                     break
                 try:
                     chunk = jsonio.loads(item.data)
@@ -139,14 +141,17 @@ class UpstreamCall:
                     raise MalformedStream("an SSE data line is not JSON") from None
                 if not isinstance(chunk, dict):
                     raise MalformedStream("an SSE data line is not an object")
-                piece = self.assembler.feed(chunk)
-                if self.assembler.raw_content or self.assembler.completion.tool_calls:
-                    self.output_started = True
-                if self.assembler.completion.error is not None:
-                    self.output_started = True
-                    return
-                if piece:
-                    yield piece
+                assembler.feed(chunk)
+                if assembler.completion.error is not None:
+                    failed = True
+                    break
+            if assembler.raw_content or assembler.completion.tool_calls or failed:
+                self.output_started = True
+            piece = assembler.finish() if done else assembler.release()
+            if piece:
+                yield piece
+            if failed:
+                return
             if parser.overlong_lines:
                 raise MalformedStream(f"an SSE line is longer than {self._max_line_bytes} bytes")
 

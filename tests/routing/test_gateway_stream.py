@@ -63,6 +63,38 @@ async def test_r10_r11_streamed_cost_and_tokens_are_the_final_usage(
     assert router.metrics.snapshot()["attempts_per_completed_request"] == 1.0
 
 
+async def test_r7_a_paced_stream_reaches_the_client_piece_by_piece_as_it_arrives(
+    fleet: FleetHandle,
+) -> None:
+    """Content goes out per network read (scrubbed and checked once per read, not per chunk),
+    so a paced upstream still reaches the client incrementally: several pieces, the first
+    long before the last (R7)."""
+    scenario = routing_scenario()
+    for model in scenario["models"]:
+        for ep in model["endpoints"]:
+            ep["timing"] = {"ttft_s": 0.5, "tokens_per_s": 15.0, "jitter": 0.0}  # x0.1
+    fleet.load(scenario)
+    router = make_router(fleet.base_url, fleet.key)
+    arrivals: list[tuple[float, str]] = []
+    async with (
+        ServedApp(create_app(router, keys=[KEY])) as s,
+        httpx.AsyncClient(base_url=s.url, timeout=30) as http,
+        http.stream(
+            "POST", "/v1/chat/completions", json=chat_body(LONG, stream=True),
+            headers={"Authorization": f"Bearer {KEY}"},
+        ) as resp,
+    ):  # fmt: skip
+        async for line in resp.aiter_lines():
+            if line.startswith("data: {"):
+                chunk = json.loads(line[6:])
+                if chunk["choices"] and chunk["choices"][0]["delta"].get("content"):
+                    arrivals.append((time.monotonic(), chunk["choices"][0]["delta"]["content"]))
+        ended = time.monotonic()
+    text = "".join(piece for _, piece in arrivals)
+    assert len(text) > 100 and len(arrivals) >= 4, arrivals
+    assert ended - arrivals[0][0] > 0.2  # the first piece did not wait for the whole reply
+
+
 async def test_r9_stream_failing_after_release_counts_against_the_route(
     fleet: FleetHandle,
 ) -> None:

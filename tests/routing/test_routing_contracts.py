@@ -323,7 +323,7 @@ def test_r7_envelope_parsing_both_ways() -> None:
     asm.feed({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4}})
     c = asm.completion
     assert c.tool_calls[0].arguments == '{"a": 1}' and c.tokens() == (3, 4) and not c.done
-    err = asm.feed(
+    asm.feed(
         {
             "error": {
                 "code": 502,
@@ -334,7 +334,7 @@ def test_r7_envelope_parsing_both_ways() -> None:
         }
     )
     assert (
-        err == ""
+        asm.release() == ""
         and c.error is not None
         and c.error.in_band
         and c.error.error_type == "provider_unavailable"
