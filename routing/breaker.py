@@ -25,6 +25,7 @@ scope, such as a test of one workload, expects); `record` without one uses "".
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -40,11 +41,14 @@ class CircuitStatus(StrEnum):
     HALF_OPEN = "half_open"
 
 
+Window = tuple[tuple[float, bool], ...]  # (time, failed), in time order
+
+
 @dataclass(frozen=True, slots=True)
 class BreakerState:
     status: CircuitStatus = CircuitStatus.CLOSED
     consecutive: int = 0
-    window: tuple[tuple[float, bool], ...] = ()  # (time, failed)
+    window: Window = ()  # (time, failed), in time order
     opened_at: float | None = None
     probes_in_flight: int = 0
 
@@ -105,10 +109,22 @@ class CircuitClosed:
 Event = CallAdmitted | CallRejected | CircuitOpened | CircuitHalfOpened | CircuitClosed
 
 
-def _prune(
-    window: tuple[tuple[float, bool], ...], now: float, span: float
-) -> tuple[tuple[float, bool], ...]:
-    return tuple(item for item in window if now - item[0] <= span)
+def _prune(window: Window, now: float, span: float) -> Window:
+    """The outcomes still inside the window (`now - t <= span`). A window is kept in time
+    order (`_added`), so the expired outcomes are a prefix, found by bisection: the cost
+    of a request does not grow with the request rate."""
+    if not window or now - window[0][0] <= span:
+        return window
+    return window[bisect.bisect_left(window, True, key=lambda item: now - item[0] <= span) :]
+
+
+def _added(window: Window, item: tuple[float, bool]) -> Window:
+    """`window` with `item`, in time order (a `now` older than the newest outcome is placed
+    where it belongs)."""
+    if not window or window[-1][0] <= item[0]:
+        return (*window, item)
+    at = bisect.bisect_right(window, item[0], key=lambda x: x[0])
+    return (*window[:at], item, *window[at:])
 
 
 def _open(now: float, reason: str) -> tuple[BreakerState, list[Event]]:
@@ -144,7 +160,7 @@ def step(
             return BreakerState(), [CircuitClosed()]
         if s.status is CircuitStatus.OPEN:
             return s, []  # a late result from before the circuit opened
-        window = (*_prune(s.window, now, config.window_s), (now, False))
+        window = _added(_prune(s.window, now, config.window_s), (now, False))
         return replace(s, consecutive=0, window=window), []
 
     # Failed
@@ -154,7 +170,7 @@ def step(
         return _open(now, "probe_failed")
     if s.status is CircuitStatus.OPEN:
         return s, []
-    window = (*_prune(s.window, now, config.window_s), (now, True))
+    window = _added(_prune(s.window, now, config.window_s), (now, True))
     consecutive = s.consecutive + 1
     if consecutive >= config.consecutive_failures:
         return _open(now, "consecutive")
@@ -182,7 +198,7 @@ class BreakerBoard:
     def __init__(self, config: BreakerConfig = _DEFAULT) -> None:
         self.config = config
         self.states: dict[Key, BreakerState] = {}
-        self.windows: dict[tuple[str, str], tuple[tuple[float, bool], ...]] = {}  # outcomes
+        self.windows: dict[tuple[str, str], Window] = {}  # outcomes per (route, scope)
         self.log: list[RecordedEvent] = []
 
     def _apply(self, key: Key, event: Input, now: float) -> list[Event]:
@@ -244,7 +260,7 @@ class BreakerBoard:
             self._seed_windows(route_id, scope, now)
             for key in self._keys(route_id, scope):
                 self._apply(key, Succeeded(), now)
-            self.windows[where] = (*self.windows[where], (now, False))
+            self.windows[where] = _added(self.windows[where], (now, False))
             return
         target = (route_id, scope, failure_class)
         counts = failure_class.counts_against_route
@@ -254,7 +270,7 @@ class BreakerBoard:
                 target, BreakerState(window=self.windows[where])
             )  # a class failing for the first time starts from the route's window
             self._apply(target, Failed(failure_class), now)
-            self.windows[where] = (*self.windows[where], (now, True))
+            self.windows[where] = _added(self.windows[where], (now, True))
         for key in self._keys(route_id, scope):
             if key == target and counts:
                 continue

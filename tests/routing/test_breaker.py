@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -20,6 +20,8 @@ from routing.breaker import (
     Failed,
     Released,
     Succeeded,
+    _added,
+    _prune,
     step,
 )
 from routing.errors import FailureClass
@@ -196,3 +198,23 @@ class BreakerMachine(RuleBasedStateMachine):
 
 TestBreakerMachine = BreakerMachine.TestCase
 TestBreakerMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    outcomes=st.lists(st.tuples(st.floats(0, 500, allow_nan=False), st.booleans()), max_size=60),
+    now=st.floats(0, 600, allow_nan=False),
+    span=st.floats(0.001, 200, allow_nan=False),
+)
+def test_r9_the_outcome_window_keeps_exactly_the_outcomes_within_its_span(
+    outcomes: list[tuple[float, bool]], now: float, span: float
+) -> None:
+    """The window is kept in time order and pruned by bisection (so a request's cost does
+    not grow with the request rate); it keeps exactly the outcomes with `now - t <= span`,
+    whatever order they arrived in (R9)."""
+    window: tuple[tuple[float, bool], ...] = ()
+    for item in outcomes:
+        window = _added(window, item)
+    assert list(window) == sorted(outcomes, key=lambda x: x[0])  # a stable sort by time
+    kept = _prune(window, now, span)
+    assert sorted(kept) == sorted(x for x in outcomes if now - x[0] <= span)
