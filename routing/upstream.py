@@ -67,7 +67,11 @@ ERROR_BODY_MAX_BYTES = 64_000  # default of settings.routing_max_error_body_byte
 # head at 100 KiB); at most 16 KiB x 128 = 2 MiB held per response head
 HEAD_LINE_MAX_BYTES = 16 * 1024
 HEAD_MAX_FIELDS = 128
-KEEPALIVE_S = 5.0  # an idle pooled connection is closed after this (httpx's keepalive_expiry)
+# An idle pooled connection is closed after this: shorter than the common 5 s server idle
+# timeout (uvicorn's, so the fleet's). httpx (expiry 5 s) saw a close in flight by checking
+# the socket before reuse; aiohttp does not, and a POST sent on a connection the server is
+# closing fails (aiohttp retries only idempotent methods), so we let go first.
+KEEPALIVE_S = 4.0
 
 
 class MalformedStream(Exception):
