@@ -3,7 +3,8 @@
 Signals:
   - an OpenRouter error (`wire.errors.ErrorInfo`): an HTTP status with its
     envelope, or an in-band error chunk after HTTP 200;
-  - an exception raised while talking to the upstream (httpx or asyncio);
+  - an exception raised while talking to the upstream (`routing.upstream`'s transport
+    errors, asyncio's timeout);
   - an acceptance rejection (`Rejection`) of an HTTP-successful response.
 
 `early=True` marks a failure that could not have produced billable output
@@ -16,10 +17,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-import httpx
-
+from routing import upstream as up
 from routing.errors import FailureClass
-from routing.upstream import MalformedStream
 from wire.errors import ErrorInfo
 
 F = FailureClass
@@ -84,44 +83,26 @@ _STATUSES: dict[int, FailureClass] = {
     504: F.TRANSIENT,
 }
 
-# httpx exceptions, most specific first; `None` = depends on whether output had started.
-# A test walks every exception class httpx exports and fails unless each one has its own
-# row (by exact type: a catch-all parent row would silently classify a new subclass).
+# Exceptions, most specific first; `None` = depends on whether output had started. The
+# upstream's transport failures arrive in our own vocabulary (`routing.upstream` translates
+# its client library's at that boundary). A test walks every `UpstreamError` class and fails
+# unless each one has its own row (by exact type: a catch-all parent row would silently
+# classify a new subclass).
 _EXCEPTIONS: tuple[tuple[type[BaseException], FailureClass | None, bool], ...] = (
-    (httpx.ConnectTimeout, F.TRANSIENT, True),
-    (httpx.ConnectError, F.TRANSIENT, True),
-    (httpx.PoolTimeout, F.TRANSIENT, True),
-    (httpx.UnsupportedProtocol, F.PERMANENT, True),
-    (httpx.ProxyError, F.TRANSIENT, True),
-    (httpx.LocalProtocolError, F.PERMANENT, True),
-    (httpx.WriteTimeout, F.TRANSIENT, False),
-    (httpx.WriteError, F.TRANSIENT, False),
-    (httpx.ReadTimeout, None, False),
-    (httpx.ReadError, None, False),
-    (httpx.RemoteProtocolError, None, False),
-    (httpx.CloseError, None, False),
-    (httpx.TimeoutException, None, False),
-    (httpx.NetworkError, None, False),
-    (httpx.ProtocolError, None, False),
-    (httpx.TransportError, None, False),
-    (httpx.DecodingError, F.INVALID_RESPONSE, False),
-    (httpx.TooManyRedirects, F.PERMANENT, False),
-    (httpx.RequestError, F.TRANSIENT, False),
-    (httpx.HTTPStatusError, F.PERMANENT, False),  # re-classified by status below
-    (httpx.InvalidURL, F.PERMANENT, True),
-    (httpx.CookieConflict, F.PERMANENT, True),
-    # a stream used wrongly: our bug, never a route's fault
-    (httpx.StreamConsumed, F.PERMANENT, False),
-    (httpx.StreamClosed, F.PERMANENT, False),
-    (httpx.RequestNotRead, F.PERMANENT, False),
-    (httpx.ResponseNotRead, F.PERMANENT, False),
-    (httpx.StreamError, F.PERMANENT, False),
-    (httpx.HTTPError, F.TRANSIENT, False),
-    (MalformedStream, F.INVALID_RESPONSE, False),
+    (up.ConnectTimeout, F.TRANSIENT, True),
+    (up.ConnectError, F.TRANSIENT, True),
+    (up.UnsupportedProtocol, F.PERMANENT, True),
+    (up.InvalidURL, F.PERMANENT, True),
+    (up.ReadTimeout, None, False),
+    (up.ReadError, None, False),
+    (up.RemoteProtocolError, None, False),
+    (up.DecodingError, F.INVALID_RESPONSE, False),
+    (up.UpstreamError, None, False),
+    (up.MalformedStream, F.INVALID_RESPONSE, False),
     (TimeoutError, None, False),  # asyncio.timeout() cut the attempt to the budget
     (asyncio.IncompleteReadError, None, False),
     (ConnectionError, None, False),
-    (OSError, F.TRANSIENT, False),  # DNS / socket errors that escaped httpx's mapping
+    (OSError, F.TRANSIENT, False),  # DNS / socket errors that escaped the translation
 )
 
 
@@ -158,8 +139,6 @@ def classify_exception(exc: BaseException, *, output_started: bool) -> Classific
     answered); the same failure after output started is ambiguous: the
     provider may have completed and billed the generation.
     """
-    if isinstance(exc, httpx.HTTPStatusError):
-        return classify_error(ErrorInfo(code=exc.response.status_code))
     for exc_type, cls, early in _EXCEPTIONS:
         if isinstance(exc, exc_type):
             reason = _reason_name(exc)

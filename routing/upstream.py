@@ -1,25 +1,58 @@
 """The upstream client: one streaming chat request per attempt, nothing more.
 
-`httpx.AsyncClient` with `retries=0` on its transport: the router is the only
-retry owner (SPEC R3). Every attempt gets timeouts cut to the remaining
-deadline by the caller. The upstream is always asked to stream, so the router
-sees time to first token, stream cuts (no `[DONE]`), in-band error chunks and
-the reply start before anything reaches a client; the assembled `Completion`
-is what the acceptance pipeline reads.
+`aiohttp` (chosen by measurement over httpx: about half the CPU per streamed reply), one
+pooled `ClientSession` per `Upstream` and event loop, made lazily inside the running loop:
 
-The upstream key lives in the client's default headers only; it is never part
-of a repr, an error or an event.
+- no retries: the router is the only retry owner (SPEC R3); aiohttp retries a stale
+  keep-alive connection only for idempotent methods, and we only POST;
+- no redirects followed, no `raise_for_status`: a status is ours to classify;
+- `trust_env=False`: no proxy from the environment and no `.netrc` (the canary's probe
+  client does the same, so probes and gateway take one network path); TLS trusts what
+  httpx trusted: `SSL_CERT_FILE` / `SSL_CERT_DIR` when set, else certifi's bundle;
+- `Accept-Encoding: gzip, deflate` pinned (what httpx sent; both decode it);
+- the body is encoded as httpx encoded `json=` (compact UTF-8, NaN refused);
+- a reply head of at most 128 lines of at most 16 KiB each (httpx allowed a 100 KiB head
+  of any shape); a larger one is a `RemoteProtocolError`.
+
+Every attempt gets timeouts cut to the remaining deadline by the caller. The upstream is
+always asked to stream, so the router sees time to first token, stream cuts (no `[DONE]`),
+in-band error chunks and the reply start before anything reaches a client; the assembled
+`Completion` is what the acceptance pipeline reads.
+
+Transport failures leave this module as our own vocabulary, translated at this boundary
+(`translate`), so `routing.classify` never sees a client library's exceptions:
+
+    UpstreamError                 a transport failure talking to the upstream
+     ├── ConnectError             refused, DNS, TLS: nothing was sent
+     ├── ConnectTimeout           no connection within the connect budget (pool wait included)
+     ├── ReadTimeout              no byte within the read timeout
+     ├── ReadError                the connection broke while sending or reading
+     ├── RemoteProtocolError      the upstream broke HTTP: a malformed or oversized head, a
+     │                            disconnect before the head, a body short of its framing
+     ├── DecodingError            a body that does not decode under its Content-Encoding
+     ├── InvalidURL               the configured base URL cannot be requested
+     └── UnsupportedProtocol      the base URL is not http(s)
+
+The class name is the failure's reason (`ConnectError` -> "connect_error"), as it was
+with httpx. The upstream key lives in the session's default headers only; it is never part
+of a repr, an error message (they are scrubbed) or an event.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
+import os
+import ssl
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NoReturn
 
-import httpx
+import aiohttp
+from aiohttp import http_exceptions
 from pydantic import SecretStr
+from yarl import URL
 
 from routing.deadline import AttemptBudget
 from routing.response import StreamAssembler
@@ -27,9 +60,18 @@ from wire import jsonio
 from wire.errors import ErrorInfo, parse_error, unparseable
 from wire.retry_after import parse_retry_after
 from wire.sse import Event, SSEParser
-from wire.text import Scrubber
+from wire.text import Scrubber, upstream_text
 
 ERROR_BODY_MAX_BYTES = 64_000  # default of settings.routing_max_error_body_bytes
+# the reply head: aiohttp bounds each line and the number of lines (httpx bounded the whole
+# head at 100 KiB); at most 16 KiB x 128 = 2 MiB held per response head
+HEAD_LINE_MAX_BYTES = 16 * 1024
+HEAD_MAX_FIELDS = 128
+# An idle pooled connection is closed after this: shorter than the common 5 s server idle
+# timeout (uvicorn's, so the fleet's). httpx (expiry 5 s) saw a close in flight by checking
+# the socket before reuse; aiohttp does not, and a POST sent on a connection the server is
+# closing fails (aiohttp retries only idempotent methods), so we let go first.
+KEEPALIVE_S = 4.0
 
 
 class MalformedStream(Exception):
@@ -37,12 +79,121 @@ class MalformedStream(Exception):
     successful response."""
 
 
+class UpstreamError(Exception):
+    """A transport failure talking to the upstream; the message is scrubbed of the key."""
+
+
+class ConnectError(UpstreamError):
+    """The connection could not be established (refused, DNS, TLS): nothing was sent."""
+
+
+class ConnectTimeout(UpstreamError):
+    """No connection within the connect budget (the wait for a pooled one included)."""
+
+
+class ReadTimeout(UpstreamError):
+    """No byte arrived within the read timeout."""
+
+
+class ReadError(UpstreamError):
+    """The connection broke while the request was sent or the reply read."""
+
+
+class RemoteProtocolError(UpstreamError):
+    """The upstream broke HTTP: a malformed or oversized head, a disconnect before the head,
+    a body cut short of its Content-Length or chunking."""
+
+
+class DecodingError(UpstreamError):
+    """A body that does not decode under its Content-Encoding."""
+
+
+class InvalidURL(UpstreamError):
+    """The configured base URL cannot be requested."""
+
+
+class UnsupportedProtocol(UpstreamError):
+    """The configured base URL is not http or https."""
+
+
+# aiohttp's exceptions by exact type -> ours; `None` = not raised by a request of ours (a
+# test walks every exception class aiohttp exports and fails unless each one has a row)
+_AIOHTTP: dict[type[BaseException], type[UpstreamError] | None] = {
+    aiohttp.ClientError: ReadError,
+    aiohttp.ClientConnectionError: ReadError,  # "connection closed / lost"
+    aiohttp.ClientOSError: ReadError,
+    aiohttp.ClientConnectionResetError: ReadError,
+    aiohttp.ServerConnectionError: ReadError,
+    aiohttp.ClientConnectorError: ConnectError,
+    aiohttp.ClientConnectorDNSError: ConnectError,
+    aiohttp.ClientProxyConnectionError: ConnectError,
+    aiohttp.ClientSSLError: ConnectError,
+    aiohttp.ClientConnectorSSLError: ConnectError,
+    aiohttp.ClientConnectorCertificateError: ConnectError,
+    aiohttp.ServerFingerprintMismatch: ConnectError,
+    aiohttp.ClientHttpProxyError: ConnectError,  # a proxy refused CONNECT (we set none)
+    aiohttp.ConnectionTimeoutError: ConnectTimeout,
+    aiohttp.ServerTimeoutError: ReadTimeout,
+    aiohttp.SocketTimeoutError: ReadTimeout,
+    aiohttp.ServerDisconnectedError: RemoteProtocolError,
+    aiohttp.ClientPayloadError: RemoteProtocolError,  # or DecodingError, by its cause
+    # we never raise_for_status: a ClientResponseError is aiohttp's parser refusing the head
+    aiohttp.ClientResponseError: RemoteProtocolError,
+    aiohttp.ContentTypeError: RemoteProtocolError,  # only from resp.json(), unused
+    aiohttp.TooManyRedirects: RemoteProtocolError,  # redirects are not followed
+    aiohttp.RedirectClientError: RemoteProtocolError,
+    aiohttp.InvalidUrlRedirectClientError: RemoteProtocolError,
+    aiohttp.NonHttpUrlRedirectClientError: RemoteProtocolError,
+    aiohttp.WSServerHandshakeError: RemoteProtocolError,  # websockets, unused
+    aiohttp.InvalidURL: InvalidURL,
+    aiohttp.InvalidUrlClientError: InvalidURL,
+    aiohttp.NonHttpUrlClientError: UnsupportedProtocol,
+    http_exceptions.HttpProcessingError: RemoteProtocolError,  # normally wrapped by aiohttp
+    # not raised by a request of ours: an upload tracker, websockets, multipart, warnings
+    aiohttp.UploadAbortedError: None,
+    aiohttp.WebSocketError: None,
+    aiohttp.WSMessageTypeError: None,
+    aiohttp.EofStream: None,
+    aiohttp.BadContentDispositionHeader: None,
+    aiohttp.BadContentDispositionParam: None,
+}
+_UNDECODABLE = (http_exceptions.ContentEncodingError, http_exceptions.DecompressSizeError)
+
+
+def translate(exc: BaseException, scrub: Scrubber) -> BaseException:
+    """An aiohttp exception -> ours (its message scrubbed and cut); any other exception is
+    returned as it is (asyncio's and the standard library's are classified as they are)."""
+    ours: type[UpstreamError] | None = None
+    for t in type(exc).__mro__:
+        if t in _AIOHTTP:
+            ours = _AIOHTTP[t]
+            break
+    if ours is None:
+        return exc
+    if ours is RemoteProtocolError and isinstance(exc.__cause__, _UNDECODABLE):
+        ours = DecodingError
+    return ours(f"{type(exc).__name__}: {upstream_text(str(exc), scrub, 300)}")
+
+
+def _raise_translated(exc: Exception, scrub: Scrubber) -> NoReturn:
+    mine = translate(exc, scrub)
+    if mine is exc:
+        raise exc
+    raise mine from None  # the cause may hold the request's headers (the key)
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    """The request body as httpx encoded `json=`: compact UTF-8, NaN and Infinity refused."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 class UpstreamCall:
     """One in-flight attempt. Use `async with`; `start()` then `content()`."""
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
+        session: aiohttp.ClientSession,
+        url: URL,
         body: dict[str, Any],
         budget: AttemptBudget,
         *,
@@ -51,15 +202,15 @@ class UpstreamCall:
         max_reply_bytes: int,
         max_error_bytes: int = ERROR_BODY_MAX_BYTES,
     ) -> None:
-        self._client = client
+        self._session = session
+        self._url = url
         self._max_error_bytes = max_error_bytes
         self._body = body
         self._budget = budget
         self._scrub = scrub
         self._max_line_bytes = max_line_bytes
         self._max_reply_bytes = max_reply_bytes
-        self._response: httpx.Response | None = None
-        self._stream_cm: Any = None
+        self._response: aiohttp.ClientResponse | None = None
         self.assembler = StreamAssembler(scrub)
         self.output_started = False  # any content/tool delta seen: a cut now is ambiguous
         self.headers_received = False
@@ -72,29 +223,33 @@ class UpstreamCall:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._stream_cm is not None:
-            cm, self._stream_cm = self._stream_cm, None
+        """Give the connection back: to the pool when the reply was read to its end, else
+        closed (an unread rest is never drained)."""
+        if self._response is not None:
+            response, self._response = self._response, None
             with contextlib.suppress(Exception):  # a broken stream; already classified
-                await cm.__aexit__(None, None, None)
+                response.release()
 
     async def start(self) -> ErrorInfo | None:
         """Send the request and read the status; an error status returns its ErrorInfo."""
         b = self._budget
-        timeout = httpx.Timeout(connect=max(0.001, b.connect_s), read=max(0.001, b.total_s),
-                                write=max(0.001, b.total_s), pool=max(0.001, b.connect_s))  # fmt: skip
-        self._stream_cm = self._client.stream(
-            "POST", "/chat/completions", json=self._body, timeout=timeout
+        connect_s = max(0.001, b.connect_s)
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=connect_s, sock_connect=connect_s, sock_read=max(0.001, b.total_s)
         )
-        self._response = await self._stream_cm.__aenter__()
+        try:
+            response = await self._session.post(
+                self._url, data=_encode(self._body), timeout=timeout, allow_redirects=False
+            )
+        except Exception as exc:
+            _raise_translated(exc, self._scrub)
+        self._response = response
         self.headers_received = True
-        self.status_code = self._response.status_code
-        if self._response.status_code == 200:
+        status = self.status_code = response.status
+        if status == 200:
             return None
-        raw = await _read_capped(self._response, self._max_error_bytes)
-        status = self._response.status_code
-        retry_after = parse_retry_after(
-            self._response.headers.get("retry-after"), datetime.now(UTC)
-        )
+        raw = await self._read_capped(self._max_error_bytes)
+        retry_after = parse_retry_after(response.headers.get("retry-after"), datetime.now(UTC))
         try:
             payload = jsonio.loads(raw) if raw is not None else None
         except ValueError:
@@ -107,20 +262,32 @@ class UpstreamCall:
         return info
 
     async def content(self) -> AsyncIterator[str]:
-        """Yield content pieces as they arrive (one per network read that carried content);
-        tool-call deltas are assembled silently.
+        """Yield content pieces as they arrive (one per upstream write that carried content:
+        a read stops at the end of an HTTP chunk, as httpx's did, so replies buffered
+        together still reach the start check piece by piece); tool-call deltas are
+        assembled silently.
 
         Ends normally at `[DONE]`; a stream that ends without it leaves
         `assembler.completion.done` False (a cut). An in-band error chunk ends it too (what
-        came before the error in the same read is still yielded). Raises httpx errors as
-        they come.
+        came before the error in the same read is still yielded). Raises `UpstreamError`s
+        (and `MalformedStream`) as they come.
         """
         assert self._response is not None, "start() first"
+        read = self._response.content.readchunk  # up to the end of one HTTP chunk, as h11
+        scrub = self._scrub
         parser = SSEParser(max_line_bytes=self._max_line_bytes)
         assembler = self.assembler
         received = 0
         done = False
-        async for raw in self._response.aiter_bytes():
+        while True:
+            try:
+                raw, chunk_ended = await read()
+            except Exception as exc:
+                _raise_translated(exc, scrub)
+            if not raw:
+                if chunk_ended:
+                    continue  # an empty piece at a chunk boundary
+                return
             received += len(raw)
             if done:  # read to the end so the connection goes back to the pool
                 if received > self._max_reply_bytes:
@@ -155,15 +322,32 @@ class UpstreamCall:
             if parser.overlong_lines:
                 raise MalformedStream(f"an SSE line is longer than {self._max_line_bytes} bytes")
 
+    async def _read_capped(self, limit: int) -> bytes | None:
+        """The body up to `limit` bytes; None (and the rest unread) when it is longer."""
+        assert self._response is not None
+        read = self._response.content.readany
+        buf = bytearray()
+        while True:
+            try:
+                chunk = await read()
+            except Exception as exc:
+                _raise_translated(exc, self._scrub)
+            if not chunk:
+                return bytes(buf)
+            buf.extend(chunk)
+            if len(buf) > limit:
+                return None
 
-async def _read_capped(response: httpx.Response, limit: int) -> bytes | None:
-    """The body up to `limit` bytes; None (and the rest unread) when it is longer."""
-    buf = bytearray()
-    async for chunk in response.aiter_bytes():
-        buf.extend(chunk)
-        if len(buf) > limit:
-            return None
-    return bytes(buf)
+
+def _tls_context() -> ssl.SSLContext:
+    """What httpx trusted: `SSL_CERT_FILE` or `SSL_CERT_DIR` when set, else certifi's bundle."""
+    if os.environ.get("SSL_CERT_FILE"):
+        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+    if os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 class Upstream:
@@ -178,34 +362,59 @@ class Upstream:
         max_line_bytes: int = 1_000_000,
         max_reply_bytes: int = 8_000_000,
         max_error_bytes: int = ERROR_BODY_MAX_BYTES,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         """`max_error_bytes`, `max_line_bytes`, `max_reply_bytes`: the settings
         `routing_max_error_body_bytes`, `routing_max_line_bytes`, `routing_max_reply_bytes`."""
-        headers = {"Content-Type": "application/json", "X-Title": "provider-canary gateway"}
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept-Encoding": "gzip, deflate",
+            "X-Title": "provider-canary gateway",
+        }
         if api_key is not None:
-            headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
+            self._headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
         self.scrub = Scrubber(api_key.get_secret_value() if api_key is not None else None)
+        self.max_connections = max_connections
         self.max_line_bytes = max_line_bytes
         self.max_reply_bytes = max_reply_bytes
         self.max_error_bytes = max_error_bytes
         self.base_url = base_url.rstrip("/")
-        self._client = httpx.AsyncClient(
-            base_url=self.base_url,
-            headers=headers,
-            timeout=None,
-            transport=transport or httpx.AsyncHTTPTransport(retries=0),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-        )
+        self._url = URL(self.base_url + "/chat/completions")
+        self._session: aiohttp.ClientSession | None = None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return f"Upstream(base_url={self.base_url!r})"
 
+    def _pool(self) -> aiohttp.ClientSession:
+        """The session of the running loop, made on first use (aiohttp binds one to a loop)."""
+        loop = asyncio.get_running_loop()
+        if self._session is not None and self._session_loop is loop:
+            return self._session
+        if self._session is not None:  # another loop's (tests run several): let it go
+            _abandon(self._session)
+        connector = aiohttp.TCPConnector(
+            limit=self.max_connections,
+            limit_per_host=0,
+            keepalive_timeout=KEEPALIVE_S,
+            ssl=_tls_context(),
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            headers=self._headers,
+            timeout=aiohttp.ClientTimeout(total=None),  # each call brings its budget
+            trust_env=False,
+            raise_for_status=False,
+            max_line_size=HEAD_LINE_MAX_BYTES,
+            max_field_size=HEAD_LINE_MAX_BYTES,
+            max_headers=HEAD_MAX_FIELDS,
+        )
+        self._session_loop = loop
+        return self._session
+
     def call(self, body: dict[str, Any], budget: AttemptBudget) -> UpstreamCall:
         return UpstreamCall(
-            self._client,
+            self._pool(),
+            self._url,
             {**body, "stream": True},
             budget,
             scrub=self.scrub,
@@ -215,4 +424,21 @@ class Upstream:
         )
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        """Close the pool; a later call opens a new one."""
+        session, self._session = self._session, None
+        if session is None:
+            return
+        if self._session_loop is asyncio.get_running_loop():
+            await session.close()
+        else:
+            _abandon(session)
+
+
+def _abandon(session: aiohttp.ClientSession) -> None:
+    """Drop a session whose loop is not the running one: its connections are closed
+    without awaiting (that loop may be closed already)."""
+    connector = session.connector
+    session.detach()
+    if connector is not None:
+        with contextlib.suppress(Exception):
+            connector._close()  # the synchronous part of `await connector.close()`

@@ -3,59 +3,122 @@
 from __future__ import annotations
 
 import inspect
+import re
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
-import httpx
+import aiohttp
 import pytest
+from aiohttp import http_exceptions
+from aiohttp.client_reqrep import ConnectionKey, RequestInfo
 from hypothesis import given
 from hypothesis import strategies as st
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
 
 from probes.types import ErrorInfo
+from routing import upstream
 from routing.backoff import full_jitter_delay
 from routing.classify import MAPPED_EXCEPTIONS, Rejection, classify
 from routing.deadline import Allowances, Deadline
 from routing.errors import ERROR_FOR_CLASS, FailureClass, RoutingError
 from routing.upstream import MalformedStream
 from wire.retry_after import parse_retry_after
+from wire.text import Scrubber
 
 F = FailureClass
 
 
-def _instance(exc_type: type[BaseException]) -> BaseException:
-    request = httpx.Request("POST", "http://127.0.0.1/x")
-    if issubclass(exc_type, httpx.HTTPStatusError):
-        return exc_type("boom", request=request, response=httpx.Response(503, request=request))
-    if issubclass(exc_type, httpx.StreamError | httpx.InvalidURL | httpx.CookieConflict):
-        try:
-            return exc_type()  # type: ignore[call-arg]
-        except TypeError:
-            return exc_type("boom")  # type: ignore[call-arg]
-    return exc_type("boom")  # type: ignore[call-arg]
-
-
-HTTPX_EXCEPTIONS = sorted(
-    (obj for obj in vars(httpx).values() if inspect.isclass(obj) and issubclass(obj, Exception)),
+UPSTREAM_ERRORS = sorted(
+    (
+        obj
+        for obj in vars(upstream).values()
+        if inspect.isclass(obj) and issubclass(obj, upstream.UpstreamError)
+    ),
     key=lambda c: c.__name__,
 )
 
 
-@pytest.mark.parametrize("exc_type", HTTPX_EXCEPTIONS, ids=lambda c: c.__name__)
-def test_r2_every_httpx_exception_maps_to_exactly_one_class(exc_type: type[BaseException]) -> None:
-    """Walks every exception class httpx exports: each one classifies (before and after output) (R2)."""
-    exc = _instance(exc_type)
+@pytest.mark.parametrize("exc_type", UPSTREAM_ERRORS, ids=lambda c: c.__name__)
+def test_r2_every_upstream_error_maps_to_exactly_one_class(exc_type: type[BaseException]) -> None:
+    """Walks every transport error of the upstream's vocabulary: each one classifies (before and after output), its reason is its class name (R2)."""
     for started in (False, True):
-        result = classify(exc, output_started=started)
-        assert isinstance(result.failure_class, FailureClass)
+        result = classify(exc_type("boom"), output_started=started)
         assert result.failure_class in ERROR_FOR_CLASS
+        assert result.reason == re.sub(r"(?<!^)([A-Z])", r"_\1", exc_type.__name__).lower()
 
 
-@pytest.mark.parametrize("exc_type", HTTPX_EXCEPTIONS, ids=lambda c: c.__name__)
-def test_r2_every_httpx_exception_has_its_own_row_in_the_table(
+@pytest.mark.parametrize("exc_type", UPSTREAM_ERRORS, ids=lambda c: c.__name__)
+def test_r2_every_upstream_error_has_its_own_row_in_the_table(
     exc_type: type[BaseException],
 ) -> None:
-    """Each exception class httpx exports is in the classifier's table by exact type, so a new httpx subclass cannot be classified silently by a catch-all parent row (R2)."""
+    """Each class of the upstream's vocabulary is in the classifier's table by exact type, so a new subclass cannot be classified silently by a catch-all parent row (R2)."""
     assert exc_type in MAPPED_EXCEPTIONS
+
+
+def _aiohttp_instance(exc_type: type[BaseException]) -> BaseException:
+    """An instance of an aiohttp exception class, built the way aiohttp builds it."""
+    key = ConnectionKey("127.0.0.1", 1, False, True, None, None, None)
+    url = URL("http://127.0.0.1:1/chat/completions")
+    info = RequestInfo(url, "POST", CIMultiDictProxy(CIMultiDict()), url)
+    if issubclass(exc_type, aiohttp.ClientConnectorError):
+        return exc_type(key, OSError(111, "refused"))  # type: ignore[call-arg]
+    if issubclass(exc_type, aiohttp.ClientResponseError):
+        return exc_type(info, (), status=400, message="bad head")
+    if issubclass(exc_type, aiohttp.ServerFingerprintMismatch):
+        return exc_type(b"x", b"y", "127.0.0.1", 1)
+    if issubclass(exc_type, aiohttp.InvalidURL):
+        return exc_type(url)
+    if issubclass(exc_type, http_exceptions.HttpProcessingError):
+        return exc_type(message="bad")  # type: ignore[call-arg]
+    return exc_type("boom")
+
+
+AIOHTTP_EXCEPTIONS = sorted(
+    (
+        obj
+        for module in (aiohttp, http_exceptions)
+        for obj in vars(module).values()
+        if inspect.isclass(obj) and issubclass(obj, Exception)
+    ),
+    key=lambda c: (c.__module__, c.__name__),
+)
+
+
+@pytest.mark.parametrize("exc_type", AIOHTTP_EXCEPTIONS, ids=lambda c: c.__name__)
+def test_r2_every_aiohttp_exception_is_translated_or_named_as_not_ours(
+    exc_type: type[BaseException],
+) -> None:
+    """Walks every exception class aiohttp exports: each one has its own row in the upstream's translation (one of our transport errors, or explicitly none: not raised by a request of ours), and a translated one classifies with a scrubbed message (R2, R10)."""
+    walked = [t for t in exc_type.__mro__ if t in upstream._AIOHTTP]
+    assert walked, f"aiohttp.{exc_type.__name__} has no row in routing.upstream._AIOHTTP"
+    if exc_type.__module__.endswith("http_exceptions"):
+        return  # the parser's own: each reaches us wrapped, or through its base's row
+    assert walked[0] is exc_type
+    if upstream._AIOHTTP[exc_type] is None:
+        bare = exc_type.__new__(exc_type)
+        assert upstream.translate(bare, Scrubber(None)) is bare  # left to classify_unforeseen
+        return
+    secret = "sk-or-v1-0123456789abcdef"
+    exc = _aiohttp_instance(exc_type)
+    exc.args = (*exc.args, f"echo {secret}")
+    mine = upstream.translate(exc, Scrubber(secret))
+    assert isinstance(mine, upstream.UpstreamError) and type(mine) in MAPPED_EXCEPTIONS
+    assert "0123456789abcdef" not in str(mine)
+    for started in (False, True):
+        assert classify(mine, output_started=started).failure_class in ERROR_FOR_CLASS
+
+
+def test_r2_a_body_that_does_not_decode_is_an_invalid_response() -> None:
+    """A payload error caused by a broken Content-Encoding is a DecodingError (invalid response); a payload cut short is a RemoteProtocolError (R2)."""
+    broken = aiohttp.ClientPayloadError("cannot decode")
+    broken.__cause__ = http_exceptions.ContentEncodingError("bad gzip")
+    cut = aiohttp.ClientPayloadError("not completed")
+    cut.__cause__ = http_exceptions.TransferEncodingError("cut")
+    assert type(upstream.translate(broken, Scrubber(None))) is upstream.DecodingError
+    assert type(upstream.translate(cut, Scrubber(None))) is upstream.RemoteProtocolError
+    c = classify(upstream.translate(broken, Scrubber(None)))
+    assert c.failure_class is F.INVALID_RESPONSE and c.reason == "decoding_error"
 
 
 def test_r2_an_unknown_exception_type_is_an_error_not_a_guess() -> None:
@@ -67,16 +130,16 @@ def test_r2_an_unknown_exception_type_is_an_error_not_a_guess() -> None:
 @pytest.mark.parametrize(
     ("exc", "started", "expected", "early"),
     [
-        (httpx.ConnectError("refused"), False, F.TRANSIENT, True),
-        (httpx.ConnectTimeout("slow"), False, F.TRANSIENT, True),
-        (httpx.ReadTimeout("slow"), False, F.TRANSIENT, False),
-        (httpx.RemoteProtocolError("reset"), False, F.TRANSIENT, False),
-        (httpx.RemoteProtocolError("cut"), True, F.AMBIGUOUS, False),
-        (httpx.ReadError("cut"), True, F.AMBIGUOUS, False),
+        (upstream.ConnectError("refused"), False, F.TRANSIENT, True),
+        (upstream.ConnectTimeout("slow"), False, F.TRANSIENT, True),
+        (upstream.ReadTimeout("slow"), False, F.TRANSIENT, False),
+        (upstream.RemoteProtocolError("reset"), False, F.TRANSIENT, False),
+        (upstream.RemoteProtocolError("cut"), True, F.AMBIGUOUS, False),
+        (upstream.ReadError("cut"), True, F.AMBIGUOUS, False),
         (TimeoutError(), True, F.AMBIGUOUS, False),
         (TimeoutError(), False, F.TRANSIENT, False),
         (MalformedStream("x"), True, F.INVALID_RESPONSE, False),
-        (httpx.LocalProtocolError("ours"), False, F.PERMANENT, True),
+        (upstream.InvalidURL("ours"), False, F.PERMANENT, True),
     ],
 )
 def test_r2_transport_failures_split_by_whether_output_started(

@@ -5,6 +5,7 @@ behaviour gives a 500, each one is classified and falls back; fuzzing finds no 5
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import sqlite3
@@ -328,6 +329,34 @@ UPSTREAM: dict[str, Callable[[Request], Reply]] = {
         [head(200, {"Content-Type": "text/event-stream"}) + b"data: {"]
     ),
     "status_999": lambda req: raw_reply(599, b"{}"),
+    # the head and the framing: what the HTTP client itself refuses is classified too
+    "header_line_over_16k": lambda req: Reply(
+        [head(200, {"Content-Type": "text/event-stream", "X-Huge": "x" * 20_000})]
+    ),
+    "header_line_of_a_megabyte": lambda req: Reply(
+        [head(200, {"Content-Type": "text/event-stream", "X-Huge": "x" * 1_000_000})]
+    ),
+    "thousand_headers": lambda req: Reply(
+        [head(200, {"Content-Type": "text/event-stream", **{f"X-{i}": "y" for i in range(1000)}})]
+    ),
+    "garbage_status_line": lambda req: Reply([b"HTTP/9 what\r\n\r\n" + b"\x00" * 100]),
+    "body_short_of_its_length": lambda req: Reply(
+        [head(200, {"Content-Type": "text/event-stream"}, length=10_000) + data_line(chunk("Mara"))]
+    ),
+    "broken_chunking": lambda req: Reply(
+        [
+            head(200, {"Content-Type": "text/event-stream", "Transfer-Encoding": "chunked"})
+            + b"zz\r\nxx\r\n"
+        ]
+    ),
+    "gzip_that_is_not": lambda req: Reply(
+        [
+            head(200, {"Content-Type": "text/event-stream", "Content-Encoding": "gzip"}, length=64)
+            + b"\x1f\x8b"
+            + b"x" * 62
+        ]
+    ),
+    "redirect": lambda req: raw_reply(302, b"", {"Location": "http://127.0.0.1:1/elsewhere"}),
 }
 
 
@@ -359,6 +388,29 @@ async def test_r2_no_upstream_behaviour_gives_a_500(
     assert alpha, "alpha was tried"
     if name not in ("nan_usage_and_lone_surrogate",):  # that one alpha may still serve
         assert all(cls is not None for cls, _ in alpha), alpha
+
+
+async def test_r2_a_gzipped_stream_is_decoded_and_served(hostile: Hostile, ledger_url: str) -> None:
+    """The upstream client asks for gzip or deflate and decodes them: a gzipped event stream
+    from alpha is read and served by alpha, as with any other reply (R2)."""
+    hostile.handler = alpha_then(
+        lambda req: Reply(
+            [
+                head(200, {"Content-Type": "text/event-stream", "Content-Encoding": "gzip"}),
+                gzip.compress(b"".join(clean(req).parts[1:])),  # type: ignore[index]
+            ]
+        )
+    )
+    router = router_for(hostile, EventLog(ledger_url))
+    async with ServedApp(create_app(router, keys=[GW], flush_every_s=0.05)) as s:
+        async with httpx.AsyncClient(base_url=s.url, timeout=30) as http:
+            r = await http.post("/v1/chat/completions", json=chat_body(), headers=AUTH)
+        await router.events.aflush()  # type: ignore[union-attr]
+    assert r.status_code == 200 and "lantern" in r.json()["choices"][0]["message"]["content"]
+    assert "gzip" in hostile.requests[0].headers.get("accept-encoding", "").lower()
+    with sqlite3.connect(ledger_url.removeprefix("sqlite:///")) as db:
+        rows = db.execute("select route_id, failure_class from routing_attempts").fetchall()
+    assert rows == [("alpha", None)], rows
 
 
 def test_r2_an_unforeseen_exception_is_an_invalid_response_not_a_500() -> None:
