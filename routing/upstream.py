@@ -6,9 +6,10 @@ pooled `ClientSession` per `Upstream` and event loop, made lazily inside the run
 - no retries: the router is the only retry owner (SPEC R3); aiohttp retries a stale
   keep-alive connection only for idempotent methods, and we only POST;
 - no redirects followed, no `raise_for_status`: a status is ours to classify;
-- `trust_env=False`: no proxy from the environment and no `.netrc` (the canary's probe
-  client does the same, so probes and gateway take one network path); TLS trusts what
-  httpx trusted: `SSL_CERT_FILE` / `SSL_CERT_DIR` when set, else certifi's bundle;
+- the proxy the environment names (`HTTPS_PROXY` / `HTTP_PROXY` / `ALL_PROXY`, `NO_PROXY`
+  honoured), read once when the `Upstream` is made, as httpx's `trust_env` did; otherwise
+  `trust_env=False` (no `.netrc`, no per-request environment lookup); TLS trusts what httpx
+  trusted: `SSL_CERT_FILE` / `SSL_CERT_DIR` when set, else certifi's bundle;
 - `Accept-Encoding: gzip, deflate` pinned (what httpx sent; both decode it);
 - the body is encoded as httpx encoded `json=` (compact UTF-8, NaN refused);
 - a reply head of at most 128 lines of at most 16 KiB each (httpx allowed a 100 KiB head
@@ -45,6 +46,7 @@ import contextlib
 import json
 import os
 import ssl
+import urllib.request
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any, NoReturn
@@ -201,9 +203,11 @@ class UpstreamCall:
         max_line_bytes: int,
         max_reply_bytes: int,
         max_error_bytes: int = ERROR_BODY_MAX_BYTES,
+        proxy: str | None = None,
     ) -> None:
         self._session = session
         self._url = url
+        self._proxy = proxy
         self._max_error_bytes = max_error_bytes
         self._body = body
         self._budget = budget
@@ -239,7 +243,11 @@ class UpstreamCall:
         )
         try:
             response = await self._session.post(
-                self._url, data=_encode(self._body), timeout=timeout, allow_redirects=False
+                self._url,
+                data=_encode(self._body),
+                timeout=timeout,
+                allow_redirects=False,
+                proxy=self._proxy,
             )
         except Exception as exc:
             _raise_translated(exc, self._scrub)
@@ -339,6 +347,15 @@ class UpstreamCall:
                 return None
 
 
+def env_proxy(url: URL) -> str | None:
+    """The proxy the environment names for `url`, or None (none set, or `NO_PROXY` covers
+    its host): `HTTPS_PROXY` / `HTTP_PROXY` by scheme, else `ALL_PROXY`, in either case."""
+    proxies = urllib.request.getproxies_environment()
+    if not proxies or urllib.request.proxy_bypass_environment(url.host or "", proxies):
+        return None
+    return proxies.get(url.scheme) or proxies.get("all")
+
+
 def _tls_context() -> ssl.SSLContext:
     """What httpx trusted: `SSL_CERT_FILE` or `SSL_CERT_DIR` when set, else certifi's bundle."""
     if os.environ.get("SSL_CERT_FILE"):
@@ -379,6 +396,7 @@ class Upstream:
         self.max_error_bytes = max_error_bytes
         self.base_url = base_url.rstrip("/")
         self._url = URL(self.base_url + "/chat/completions")
+        self.proxy = env_proxy(self._url)
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
 
@@ -421,6 +439,7 @@ class Upstream:
             max_line_bytes=self.max_line_bytes,
             max_reply_bytes=self.max_reply_bytes,
             max_error_bytes=self.max_error_bytes,
+            proxy=self.proxy,
         )
 
     async def aclose(self) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import json
 
 import httpx
+import pytest
 from pydantic import SecretStr
 
 from routing.classify import classify
@@ -86,3 +87,27 @@ async def test_a_refused_connection_is_an_early_transient_connect_error() -> Non
         raise AssertionError("no ConnectError")
     finally:
         await upstream.aclose()
+
+
+async def test_the_environments_proxy_is_used_and_no_proxy_honoured(
+    hostile: Hostile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTTP_PROXY names the proxy for an http upstream (read once, when the Upstream is
+    made, as httpx's trust_env did): the request goes to the proxy in absolute form; with
+    the upstream's host in NO_PROXY it goes direct."""
+    hostile.handler = lambda req: hello_stream()
+    proxy_root = hostile.base_url.removesuffix("/api/v1")
+    monkeypatch.setenv("HTTP_PROXY", proxy_root)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    upstream = Upstream("http://upstream.invalid/api/v1", SecretStr(KEY))
+    try:
+        assert upstream.proxy == proxy_root
+        assert "lantern" in await _read(upstream)
+    finally:
+        await upstream.aclose()
+    assert [r.path for r in hostile.requests] == ["http://upstream.invalid/api/v1/chat/completions"]
+    monkeypatch.setenv("NO_PROXY", "upstream.invalid")
+    assert Upstream("http://upstream.invalid/api/v1", SecretStr(KEY)).proxy is None
+    monkeypatch.delenv("HTTP_PROXY")
+    assert Upstream(hostile.base_url, SecretStr(KEY)).proxy is None
