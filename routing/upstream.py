@@ -351,7 +351,8 @@ def env_proxy(url: URL) -> str | None:
     """The proxy the environment names for `url`, or None (none set, or `NO_PROXY` covers
     its host): `HTTPS_PROXY` / `HTTP_PROXY` by scheme, else `ALL_PROXY`, in either case."""
     proxies = urllib.request.getproxies_environment()
-    if not proxies or urllib.request.proxy_bypass_environment(url.host or "", proxies):
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]  # not in typeshed
+    if not proxies or bypass(url.host or "", proxies):
         return None
     return proxies.get(url.scheme) or proxies.get("all")
 
