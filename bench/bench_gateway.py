@@ -63,7 +63,7 @@ ROUTES = {
     ],
     "groups": {g: ["echo"] for g in ("text", "schema", "tools", "vision", "long_context")},
 }
-# The floor for any HTTP gateway on this stack: a bare Starlette + httpx pass-through
+# A bare Starlette + httpx pass-through: the floor of a gateway built on that pair
 # (no routing, no parsing, no validation) on the same uvicorn/h11 server.
 BARE_PROXY = """
 import sys, httpx, uvicorn
@@ -212,7 +212,7 @@ def main() -> None:
         )
         print("  direct   = client -> fleet (streamed, read to [DONE])")
         print(
-            "  bare     = client -> bare Starlette+httpx pass-through -> fleet (the floor of any gateway here)"
+            "  bare     = client -> bare Starlette+httpx pass-through -> fleet (the floor of a Starlette+httpx gateway)"
         )
         print(
             "  gateway  = client -> canary gateway (workload chat, non-stream) -> fleet (streamed upstream)"

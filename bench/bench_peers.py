@@ -129,7 +129,8 @@ BODY: dict[str, Any] = {
 }
 STREAM_BODY: dict[str, Any] = {**BODY, "max_tokens": 16, "stream": True}
 
-# The floor of any HTTP gateway on this stack: Starlette + httpx, no routing, no parsing.
+# A bare pass-through on Starlette + httpx, no routing, no parsing: the floor of a gateway
+# built on that pair (this gateway reads its upstream with aiohttp and can go below it).
 BARE_PROXY = """
 import asyncio, sys, httpx, uvicorn
 from starlette.applications import Starlette
