@@ -5,9 +5,10 @@ endpoint count asked (default 20 and 100):
                (Prefect's real API via its test harness; every endpoint probed at once)
     critical   the slowest endpoint's probe chain (its probe set, plus confirmations),
                measured in the bare run below
-    bare       a plain asyncio script doing the same probes with one client (the same
-               settings, a pool never short of connections): `run_probe_set` for every
-               endpoint concurrently, then the same confirmations
+    bare       a plain asyncio script doing the same probes with the round's clients (one
+               per endpoint, as the round's probe tasks open them: one pool of hundreds of
+               connections costs httpcore time quadratic in its size): `run_probe_set` for
+               every endpoint concurrently, then the same confirmations
     overhead   round - bare: what the flow adds to the same probes
 
 and prints round/critical and round/bare (aims: round <= 1.2x the critical path at 20
@@ -77,36 +78,25 @@ async def bare(n: int) -> tuple[float, float]:
     settings = load_settings()
     chains: list[float] = []
 
-    async def chain(client: ProbeClient, ep: object, locale: str) -> None:
+    async def chain(ep: object, locale: str) -> None:
         t0 = time.perf_counter()
-        result = await run_probe_set(
-            client,
-            ep,  # type: ignore[arg-type]
-            locale,
-            start_samples=settings.start_samples,
-            ttft_threshold_s=settings.ttft_threshold_s,
-            max_tokens=settings.probe_max_tokens,
-        )
-        if result.outcomes[Contract.LANGUAGE].status is OutcomeStatus.FAIL:
-            await confirm_language(client, ep, locale, max_tokens=settings.probe_max_tokens)  # type: ignore[arg-type]
+        async with ProbeClient.from_settings(settings) as client:
+            result = await run_probe_set(
+                client,
+                ep,  # type: ignore[arg-type]
+                locale,
+                start_samples=settings.start_samples,
+                ttft_threshold_s=settings.ttft_threshold_s,
+                max_tokens=settings.probe_max_tokens,
+            )
+            if result.outcomes[Contract.LANGUAGE].status is OutcomeStatus.FAIL:
+                await confirm_language(client, ep, locale, max_tokens=settings.probe_max_tokens)  # type: ignore[arg-type]
         chains.append(time.perf_counter() - t0)
 
     start = time.perf_counter()
-    # every request of every probe set at once, never queued for a pooled connection
-    client = ProbeClient(
-        settings.base_url,
-        settings.api_key,
-        ttft_threshold_s=settings.ttft_threshold_s,
-        connect_timeout_s=settings.connect_timeout_s,
-        total_timeout_s=settings.probe_total_timeout_s,
-        max_bytes=settings.probe_max_bytes,
-        max_connections=n * (3 + settings.start_samples),
-    )
-    async with client:
+    async with ProbeClient.from_settings(settings) as client:
         endpoints = await client.discover(model_id(n))
-        await asyncio.gather(
-            *(chain(client, ep, LOCALES[i % len(LOCALES)]) for i, ep in enumerate(endpoints))
-        )
+    await asyncio.gather(*(chain(ep, LOCALES[i % len(LOCALES)]) for i, ep in enumerate(endpoints)))
     return time.perf_counter() - start, max(chains)
 
 
