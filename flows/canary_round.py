@@ -4,10 +4,11 @@
              ─► language confirmations (2 more attempts per language failure)
              ─► majority vote (2 of 3) ─► peer comparison (each rate contract against the
                  other endpoints; model-level findings) ─► round verdicts (controls judge
-                 the refusal probe), one `verdict` task run per endpoint (red when a
-                 contract failed: flows/graph.py)
+                 the refusal probe)
              ─► policy step with the capacity floor ─► apply (enforce) / record (observe)
-             ─► ledger rows, artifacts (flows/round_artifacts.py), events, admin notifications
+             ─► one `verdict` task run per endpoint (red when a contract failed:
+                 flows/graph.py), with the ledger rows and artifacts
+                 (flows/round_artifacts.py) ─► events, admin notifications
 
 `at` is the round's logical time (default now), so rounds can be replayed and
 the 1/3/7-day ladder exercised without waiting; an `at` more than one slot in the
