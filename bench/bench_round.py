@@ -1,22 +1,38 @@
-"""Round figures (issue 5 section 7), side by side in one run:
+"""Round figures (issue 5 section 7, issue 13 part 3), side by side in one run, for each
+endpoint count asked (default 20 and 100):
 
-    round      wall time of one `canary_round` flow run over 20 endpoints
+    round      wall time of one `canary_round` flow run over N endpoints
                (Prefect's real API via its test harness; every endpoint probed at once)
     critical   the slowest endpoint's probe chain (its probe set, plus confirmations),
                measured in the bare run below
-    bare       a plain asyncio script doing the same probes: `run_probe_set` for every
-               endpoint concurrently, then the same confirmations
+    bare       a plain asyncio script doing the same probes with the round's clients (one
+               per endpoint, as the round's probe tasks open them: one pool of hundreds of
+               connections costs httpcore time quadratic in its size): `run_probe_set` for
+               every endpoint concurrently, then the same confirmations
+    overhead   round - bare: what the flow adds to the same probes
 
-and prints round/critical and round/bare (aim: round <= 1.5x the critical path).
-Rounds alternate with bare runs so machine noise hits both alike.
+and prints round/critical and round/bare (aims: round <= 1.2x the critical path at 20
+endpoints, <= 1.1x at 100). With two or more sizes it also fits overhead = fixed +
+per_endpoint * N: `fixed` is the per-round cost that does not grow with the endpoints
+(aim <= 0.5 s). A small --time-scale makes the probes nearly free, so the round wall
+itself shows the fixed cost.
 
-    .venv/bin/python bench/bench_round.py [--repeats 3] [--time-scale 1.0]
+Every size has its own model on one fleet; rounds and bare runs alternate (size by size,
+repeat by repeat) so machine noise hits both alike. Endpoint i of every size has the
+timing of endpoint i % 20 of the 20-endpoint model (first token 0.2-0.77 s).
+
+    .venv/bin/python bench/bench_round.py [--endpoints 20 100] [--repeats 3]
+        [--time-scale 1.0] [--profile DIR]
+
+--profile DIR runs one more round per size under cProfile after the measured ones and
+writes DIR/round-<N>.prof (read it with `python -m pstats`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import os
 import statistics
 import sys
@@ -27,94 +43,168 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fixtures.canary_env import endpoint, scenario  # noqa: E402
+from tests.fixtures.canary_env import endpoint  # noqa: E402
 from tests.fixtures.fleet import FleetHandle, start_fleet, stop_fleet  # noqa: E402
 
-MODEL = "bench/round-20"
-ENDPOINTS = 20
+LOCALES = ["en", "es", "pt-BR", "fr", "de", "it", "pl", "ru", "uk", "tr"]
 
 
-def _scenario() -> dict[str, object]:
+def model_id(n: int) -> str:
+    return f"bench/round-{n}"
+
+
+def _endpoints(n: int) -> list[dict[str, object]]:
     eps = []
-    for i in range(ENDPOINTS):
-        spec = endpoint(f"host{i:02d}/fp8")
-        spec["timing"] = {"ttft_s": 0.2 + 0.03 * i, "tokens_per_s": 80 + 2 * i, "jitter": 0.05}
+    for i in range(n):
+        spec = endpoint(f"host{i:03d}/fp8" if n > 100 else f"host{i:02d}/fp8")
+        j = i % 20
+        spec["timing"] = {"ttft_s": 0.2 + 0.03 * j, "tokens_per_s": 80 + 2 * j, "jitter": 0.05}
         eps.append(spec)
-    return scenario(MODEL, eps)
+    return eps
 
 
-async def bare(fleet: FleetHandle) -> tuple[float, float]:
+def _scenario(sizes: list[int]) -> dict[str, object]:
+    models = [{"id": model_id(n), "endpoints": _endpoints(n)} for n in sizes]
+    return {"name": "bench-round", "models": models}
+
+
+async def bare(n: int) -> tuple[float, float]:
     """Same probes without Prefect; returns (wall, slowest endpoint chain)."""
+    from ground.settings import load_settings
     from probes.client import ProbeClient
     from probes.probeset import confirm_language, run_probe_set
     from probes.types import Contract, OutcomeStatus
 
+    settings = load_settings()
     chains: list[float] = []
 
-    async def chain(client: ProbeClient, ep: object, locale: str) -> None:
+    async def chain(ep: object, locale: str) -> None:
         t0 = time.perf_counter()
-        result = await run_probe_set(client, ep, locale, ttft_threshold_s=10.0)  # type: ignore[arg-type]
-        if result.outcomes[Contract.LANGUAGE].status is OutcomeStatus.FAIL:
-            await confirm_language(client, ep, locale)  # type: ignore[arg-type]
+        async with ProbeClient.from_settings(settings) as client:
+            result = await run_probe_set(
+                client,
+                ep,  # type: ignore[arg-type]
+                locale,
+                start_samples=settings.start_samples,
+                ttft_threshold_s=settings.ttft_threshold_s,
+                max_tokens=settings.probe_max_tokens,
+            )
+            if result.outcomes[Contract.LANGUAGE].status is OutcomeStatus.FAIL:
+                await confirm_language(client, ep, locale, max_tokens=settings.probe_max_tokens)  # type: ignore[arg-type]
         chains.append(time.perf_counter() - t0)
 
     start = time.perf_counter()
-    async with ProbeClient(fleet.base_url, fleet.key, ttft_threshold_s=10.0) as client:
-        endpoints = await client.discover(MODEL)
-        locales = ["en", "es", "pt-BR", "fr", "de", "it", "pl", "ru", "uk", "tr"]
-        await asyncio.gather(
-            *(chain(client, ep, locales[i % len(locales)]) for i, ep in enumerate(endpoints))
-        )
+    async with ProbeClient.from_settings(settings) as client:
+        endpoints = await client.discover(model_id(n))
+    await asyncio.gather(*(chain(ep, LOCALES[i % len(LOCALES)]) for i, ep in enumerate(endpoints)))
     return time.perf_counter() - start, max(chains)
 
 
-async def one_round(at: datetime) -> float:
+async def one_round(n: int, at: datetime) -> tuple[float, str]:
+    """Wall time of one round and the name of its final state."""
     from flows.canary_round import canary_round
 
     start = time.perf_counter()
-    await canary_round(model=MODEL, mode="observe", at=at)
-    return time.perf_counter() - start
+    state = await canary_round(model=model_id(n), mode="observe", at=at, return_state=True)
+    return time.perf_counter() - start, state.name or state.type.value
+
+
+def _profiled_round(n: int, at: datetime, out: Path) -> None:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        asyncio.run(one_round(n, at))
+    finally:
+        profiler.disable()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        profiler.dump_stats(str(out))
+
+
+def _fit(sizes: list[int], overheads: list[float]) -> tuple[float, float] | None:
+    """Least squares overhead = fixed + per_endpoint * n; None with fewer than 2 sizes."""
+    if len(set(sizes)) < 2:
+        return None
+    mean_n, mean_o = statistics.fmean(sizes), statistics.fmean(overheads)
+    slope = sum((n - mean_n) * (o - mean_o) for n, o in zip(sizes, overheads, strict=True)) / sum(
+        (n - mean_n) ** 2 for n in sizes
+    )
+    return mean_o - slope * mean_n, slope
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--endpoints", type=int, nargs="+", default=[20, 100])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--time-scale", type=float, default=1.0)
+    parser.add_argument("--profile", type=Path, default=None)
     args = parser.parse_args()
+    sizes: list[int] = sorted(set(args.endpoints))
 
-    fleet = start_fleet("seed-incidents", time_scale=args.time_scale)
+    fleet: FleetHandle = start_fleet("seed-incidents", time_scale=args.time_scale)
     home = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-round-{os.getpid()}"
     os.environ.update(
         CANARY_BASE_URL=fleet.base_url,
         CANARY_API_KEY=fleet.key,
         CANARY_HOME=str(home),
-        CANARY_PROBE_CONCURRENCY=str(ENDPOINTS),
+        CANARY_PROBE_CONCURRENCY=str(max(sizes)),  # every endpoint probed at once
         CANARY_CONTROL_PROVIDERS="",
+        CANARY_NOTIFICATION_BLOCK="",
+        PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL="WARNING",  # the runs still log to the API
     )
     from prefect.testing.utilities import prefect_test_harness
 
-    rounds: list[float] = []
-    bares: list[float] = []
-    critical: list[float] = []
+    rounds: dict[int, list[float]] = {n: [] for n in sizes}
+    ends: dict[int, list[str]] = {n: [] for n in sizes}
+    bares: dict[int, list[float]] = {n: [] for n in sizes}
+    critical: dict[int, list[float]] = {n: [] for n in sizes}
     try:
-        fleet.load(_scenario(), time_scale=args.time_scale)
+        fleet.load(_scenario(sizes), time_scale=args.time_scale)
         with prefect_test_harness(server_startup_timeout=120):
             at = datetime(2026, 11, 2, tzinfo=UTC)
-            asyncio.run(one_round(at - timedelta(days=1)))  # warm-up: imports, block types
+            for n in sizes:  # warm-up: imports, block types, lingua's models
+                asyncio.run(one_round(n, at - timedelta(days=1)))
+                asyncio.run(bare(n))
             for i in range(args.repeats):
-                rounds.append(asyncio.run(one_round(at + timedelta(minutes=30 * i))))
-                wall, slowest = asyncio.run(bare(fleet))
-                bares.append(wall)
-                critical.append(slowest)
+                for n in sizes:
+                    wall, end = asyncio.run(one_round(n, at + timedelta(minutes=30 * i)))
+                    rounds[n].append(wall)
+                    ends[n].append(end)
+                    wall, slowest = asyncio.run(bare(n))
+                    bares[n].append(wall)
+                    critical[n].append(slowest)
+            if args.profile is not None:
+                for n in sizes:
+                    later = at + timedelta(minutes=30 * args.repeats)
+                    _profiled_round(n, later, args.profile / f"round-{n}.prof")
     finally:
         stop_fleet(fleet)
-    r, b, c = (statistics.median(x) for x in (rounds, bares, critical))
-    print(f"{ENDPOINTS} endpoints, time_scale {args.time_scale}, {args.repeats} repeats (medians)")
-    print(f"{'round (Prefect flow)':<26}{r:8.2f} s")
-    print(f"{'bare asyncio, same probes':<26}{b:8.2f} s")
-    print(f"{'critical path':<26}{c:8.2f} s")
-    print(f"round / critical path     {r / c:8.2f}x")
-    print(f"round / bare asyncio      {r / b:8.2f}x")
+
+    print(
+        f"time_scale {args.time_scale}, {args.repeats} repeats (medians), "
+        f"probe concurrency {max(sizes)}"
+    )
+    head = (
+        f"{'endpoints':>9} {'round s':>8} {'critical s':>10} {'bare s':>7} "
+        f"{'round/crit':>10} {'round/bare':>10} {'overhead s':>10}"
+    )
+    print(head)
+    overheads: list[float] = []
+    for n in sizes:
+        r, b, c = (statistics.median(x[n]) for x in (rounds, bares, critical))
+        overheads.append(r - b)
+        print(f"{n:>9} {r:>8.2f} {c:>10.2f} {b:>7.2f} {r / c:>9.2f}x {r / b:>9.2f}x {r - b:>10.2f}")
+    fit = _fit(sizes, overheads)
+    if fit is not None:
+        fixed, per = fit
+        print(
+            f"overhead = fixed + per endpoint x N: fixed {fixed:.2f} s, "
+            f"per endpoint {per * 1000:.1f} ms"
+        )
+    for n in sizes:
+        if any(e != "Completed" for e in ends[n]):
+            print(f"{n} endpoints: rounds ended {', '.join(ends[n])} (not all Completed)")
+    if args.profile is not None:
+        print(f"profiles: {args.profile}/round-<N>.prof")
 
 
 if __name__ == "__main__":

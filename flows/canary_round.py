@@ -4,10 +4,11 @@
              ─► language confirmations (2 more attempts per language failure)
              ─► majority vote (2 of 3) ─► peer comparison (each rate contract against the
                  other endpoints; model-level findings) ─► round verdicts (controls judge
-                 the refusal probe), one `verdict` task run per endpoint (red when a
-                 contract failed: flows/graph.py)
+                 the refusal probe)
              ─► policy step with the capacity floor ─► apply (enforce) / record (observe)
-             ─► ledger rows, artifacts (flows/round_artifacts.py), events, admin notifications
+             ─► one `verdict` task run per endpoint (red when a contract failed:
+                 flows/graph.py), with the ledger rows and artifacts
+                 (flows/round_artifacts.py) ─► events, admin notifications
 
 `at` is the round's logical time (default now), so rounds can be replayed and
 the 1/3/7-day ladder exercised without waiting; an `at` more than one slot in the
@@ -30,15 +31,14 @@ probes end in typed outcomes). A ledger that cannot be written leaves the round
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from uuid import UUID
 
-from prefect import flow, get_client, get_run_logger
+from prefect import flow, get_run_logger
 from prefect.events import emit_event
-from prefect.futures import wait
 from prefect.runtime import flow_run
 from prefect.states import Cancelled, Completed, Failed, State
 from pydantic import BaseModel
@@ -52,14 +52,18 @@ from flows.render import endpoint_lines, evidence_lines
 from flows.round_artifacts import best_effort, publish_round_artifacts
 from flows.roundlock import round_lock
 from flows.roundplan import RoundPlan, plan_round, round_id, round_index
+from flows.tasks import unwalked
 from ground.clock import as_utc
+from ground.prefect_api import busy_retry_client, shared_busy_retry_client
 from ground.settings import DEFAULT_MODEL, load_settings
 from probes.contracts import ControlVerdict, judge_controls
 from probes.errors import DiscoveryError
 from probes.peer_round import PeerRound
 from probes.probeset import ProbeSetResult
 from probes.types import Contract, Endpoint, Outcome, Transcript
+from quarantine.adapters.ignore import aread_layers
 from quarantine.adapters.lease import Lease, LeaseLostError, LeaseTimeoutError
+from quarantine.adapters.store import aload_state
 from quarantine.blind import blind_discovery, blind_round
 from quarantine.clock import clock_ahead, future_at
 from quarantine.exclusions import IgnoreEntry, excluded_by_layers
@@ -98,7 +102,7 @@ async def _tag_run(*tags: str) -> None:
     run_id = flow_run.id
     if run_id is None:
         return
-    async with get_client() as client:
+    async with busy_retry_client() as client:
         await client.update_flow_run(UUID(run_id), tags=sorted({*flow_run.tags, *tags}))
 
 
@@ -126,7 +130,7 @@ async def canary_round(
         logger.error(message)
         return Failed(message=message)
     try:
-        async with round_lock(model, settings) as lease:
+        async with shared_busy_retry_client(), round_lock(model, settings) as lease:
             return await _locked_round(model, mode, at, wall, endpoints, lease, logger)
     except LeaseTimeoutError as exc:
         message = (
@@ -151,9 +155,26 @@ async def _locked_round(
     logger: Any,
 ) -> RoundSummary | State[Any]:
     settings = load_settings()
-    state = await tasks.load_state(model)
+    state = await aload_state(model)
     run_mode = Mode(mode) if mode else stored_mode(state, settings.mode)
-    await _tag_run(f"model:{model}", f"mode:{run_mode.value}")
+    tagging = asyncio.create_task(_tag_run(f"model:{model}", f"mode:{run_mode.value}"))
+    try:
+        return await _slot_round(model, run_mode, at, wall, endpoints, state, lease, logger)
+    finally:
+        await tagging
+
+
+async def _slot_round(
+    model: str,
+    mode: Mode,
+    at: datetime,
+    wall: datetime,
+    endpoints: list[str] | None,
+    state: ModelState,
+    lease: Lease,
+    logger: Any,
+) -> RoundSummary | State[Any]:
+    """The round unless its half-hour slot was already applied."""
     if state.last_round_at is not None and round_index(at) <= round_index(state.last_round_at):
         if clock_ahead(state, wall) and not future_at(at, wall):
             message = (
@@ -169,7 +190,7 @@ async def _locked_round(
         )
         logger.warning(message)
         return Cancelled(message=message)
-    return await _round(model, run_mode, at, endpoints, state, lease, logger)
+    return await _round(model, mode, at, endpoints, state, lease, logger)
 
 
 def stored_mode(state: ModelState, default: str) -> Mode:
@@ -218,7 +239,7 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) 
     confirmations = dict(
         await asyncio.gather(*(confirm(e) for e in plan.targets if e.tag in failing))
     )
-    voted = tasks.majority_vote(outcomes, confirmations)
+    voted = await tasks.majority_vote(unwalked(outcomes), unwalked(confirmations))
 
     # positive controls judge the refusal probe (C5)
     control_refusals = [
@@ -227,27 +248,38 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) 
     control_verdict = judge_controls(control_refusals)
     weak = bool(plan.controls) and control_verdict.weak
     # every rate contract against the other endpoints of the round (issue 14)
-    peers = compare_with_peers(voted, results, plan.controls)
+    peers = await compare_with_peers(unwalked(voted), unwalked(results), plan.controls)
     observe_only = observe_only_reasons()
     verdicts = {
         tag: round_verdict(tag, items, refusal_weak=weak, observe_only=observe_only)
         for tag, items in peers.outcomes.items()
         if tag not in plan.controls
     }
-    with best_effort(logger, "verdict task runs"):  # the run's graph tells the story (O3)
-        marks = [
-            tasks.endpoint_verdict.submit(
-                label=verdict_label(verdict),
-                verdict=verdict,
-                evidence=evidence_lines(peers.outcomes[tag]),
-            )
-            for tag, verdict in sorted(verdicts.items())
-        ]
-        await asyncio.to_thread(wait, marks)
     transcripts = {t: r.transcripts for t, r in results.items()}
     return Judged(
         peers.outcomes, verdicts, control_refusals, control_verdict, weak, peers, transcripts
     )
+
+
+async def mark_verdicts(judged: Judged, logger: Any) -> None:
+    """One `verdict` task run per endpoint, all at once on the event loop: the run's graph
+    tells the story (O3). A round runs them while it writes its audit material."""
+    marks = [
+        cast(  # an async task called with return_state gives an awaitable of its state
+            Awaitable[State[Any]],
+            tasks.endpoint_verdict(
+                label=verdict_label(verdict),
+                verdict=verdict,
+                evidence=evidence_lines(judged.voted[tag]),
+                return_state=True,  # a failed verdict is the endpoint's failure, not ours
+            ),
+        )
+        for tag, verdict in sorted(judged.verdicts.items())
+    ]
+    for result in await asyncio.gather(*marks, return_exceptions=True):
+        if isinstance(result, BaseException):
+            logger.error("writing the verdict task runs failed (the round goes on): %s", result)
+            break
 
 
 def round_report(
@@ -310,21 +342,41 @@ async def _round(
         plan.round_id, len(plan.targets), len(plan.controls), mode.value,
     )  # fmt: skip
     judged = await probe_and_judge(plan, settings.probe_concurrency, logger)
-    blind = blind_round(
-        judged.verdicts, judged.voted, transport_share=settings.blind_transport_share
-    )
-    if blind is not None:
-        return await end_blind(model, plan.round_id, at, blind, settings.notification_block, logger)
-    exclusions = await tasks.read_exclusions(model, at)
-    report = round_report(plan, judged, mode, exclusions)
-    planned = tasks.policy_step(state, report)
-    await lease.check()  # never apply under a lock this run no longer holds
-    new_state, decisions = await tasks.apply_report(report, planned)
-    # From here on the state is applied: audit material and alerts are best-effort, so a
-    # broken webhook or artifact write cannot fail the run (and hide its decisions).
-    summary = await publish(
-        plan, mode, report, judged, decisions, settings.notification_block, logger, new_state
-    )
+    marking: asyncio.Task[None] | None = None
+    try:
+        blind = blind_round(
+            judged.verdicts, judged.voted, transport_share=settings.blind_transport_share
+        )
+        if blind is not None:
+            return await end_blind(
+                model, plan.round_id, at, blind, settings.notification_block, logger
+            )
+        # never apply under a lock this run no longer holds (checked while reading the layers)
+        layers, _ = await asyncio.gather(aread_layers(model), lease.check())
+        report = round_report(plan, judged, mode, layers.entries(state, at))
+        planned = await tasks.policy_step(unwalked(state), unwalked(report))
+        new_state, decisions = await tasks.apply_report(
+            unwalked(report), unwalked(planned), known=unwalked(state)
+        )
+        # The verdict task runs go now, next to the audit writes: started before the state
+        # write, the server's recording of their task runs held that write up (at 100
+        # endpoints for seconds).
+        marking = asyncio.create_task(mark_verdicts(judged, logger))
+        # From here on the state is applied: audit material and alerts are best-effort, so a
+        # broken webhook or artifact write cannot fail the run (and hide its decisions).
+        summary = await publish(
+            plan,
+            mode,
+            report,
+            judged,
+            decisions,
+            layers.entries(new_state, at),
+            settings.notification_block,
+            logger,
+            new_state,
+        )
+    finally:  # a blind round and a failed apply show their verdicts too
+        await (marking if marking is not None else mark_verdicts(judged, logger))
     if summary.warnings:
         return Completed(
             data=summary, name="Completed with warnings", message="; ".join(summary.warnings)
@@ -338,32 +390,36 @@ async def publish(
     report: RoundReport,
     judged: Judged,
     decisions: list[Decision],
+    entries: list[IgnoreEntry],
     notification_block: str | None,
     logger: Any,
     state: ModelState | None = None,
 ) -> RoundSummary:
-    """Ledger rows, artifacts (O3), events and admin alerts (Q8) for an applied round;
-    `state` is the state just applied (for the living status artifact)."""
-    model, at = plan.model, plan.at
-    entries: list[IgnoreEntry] = []
-    try:
-        entries = await tasks.read_exclusions(model, at)
-    except Exception as exc:  # the state is applied; report what we could not read
-        logger.error("could not read provider.ignore after the round: %s", exc)
-    ignore = [e.model_dump(mode="json") for e in entries]
+    """Ledger rows, artifacts (O3), events and admin alerts (Q8) for an applied round, the
+    ledger and the artifacts written at once; `entries` is provider.ignore after the round,
+    `state` the state just applied (for the living status artifact)."""
+    model = plan.model
     warnings: list[str] = []
-    try:
-        tasks.record_ledger(report, judged.voted, decisions)
-    except Exception as exc:  # the state is applied: say so loudly, do not fail the run
-        warnings.append(ledger_warning(exc))
-        logger.error("round applied, but %s", warnings[-1])
-        with best_effort(logger, "ledger alert event"):
-            emit_event(
-                event="canary.ledger.write_failed",
-                resource={"prefect.resource.id": f"canary.ledger.{model}", "canary.model": model},
-                payload={"round_id": plan.round_id, "error": warnings[-1]},
-            )
-    await publish_round_artifacts(plan, mode, judged, decisions, entries, state, logger)
+
+    async def ledger() -> None:
+        try:
+            await tasks.record_ledger(unwalked(report), unwalked(judged.voted), decisions)
+        except Exception as exc:  # the state is applied: say so loudly, do not fail the run
+            warnings.append(ledger_warning(exc))
+            logger.error("round applied, but %s", warnings[-1])
+            with best_effort(logger, "ledger alert event"):
+                emit_event(
+                    event="canary.ledger.write_failed",
+                    resource={
+                        "prefect.resource.id": f"canary.ledger.{model}",
+                        "canary.model": model,
+                    },
+                    payload={"round_id": plan.round_id, "error": warnings[-1]},
+                )
+
+    await asyncio.gather(
+        ledger(), publish_round_artifacts(plan, mode, judged, decisions, entries, state, logger)
+    )
     with best_effort(logger, "decision events"):
         emit_decision_events(decisions, round_id=plan.round_id)
     lines = alert_lines(decisions) + finding_lines(judged.peers) + warnings
@@ -384,12 +440,12 @@ async def publish(
         round_id=plan.round_id,
         model=model,
         mode=mode.value,
-        at=at,
+        at=plan.at,
         endpoints=endpoint_lines(judged.verdicts, plan.locales),
         controls={o.tag or "?": o.status.value for o in judged.control_refusals},
         weak_refusal_probe=judged.weak,
         decisions=[d.model_dump(mode="json") for d in decisions],
-        ignore=ignore,
+        ignore=[e.model_dump(mode="json") for e in entries],
         notified=notified,
         findings=finding_lines(judged.peers),
         ignored={

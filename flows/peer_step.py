@@ -15,7 +15,7 @@ from probes.types import Contract, Outcome
 
 
 @task(name="peer-comparison", cache_policy=NO_CACHE)
-def compare_with_peers(
+async def compare_with_peers(
     outcomes: Mapping[str, Sequence[Outcome]],
     results: Mapping[str, ProbeSetResult],
     exclude: Collection[str],

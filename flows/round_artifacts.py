@@ -9,21 +9,24 @@ is applied (a failed write is logged and never fails the run):
     canary-status-<slug>       markdown: the living status, a new version each round
 
 The content is built by pure functions (`flows.render`, `flows.transcripts`,
-`flows.status_artifact`); this module only writes it.
+`flows.status_artifact`); this module only writes it, the artifacts at once, through the
+client that asks a busy Prefect server again at once (`ground.prefect_api`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import asyncio
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from prefect.artifacts import acreate_markdown_artifact, acreate_table_artifact
+from prefect.artifacts import Artifact, MarkdownArtifact, TableArtifact
 
 from flows.peer_step import peers_markdown
 from flows.render import decisions_markdown, evidence_lines, outcome_rows
 from flows.status_artifact import status_key, status_markdown
 from flows.transcripts import failing_transcripts_markdown
+from ground.prefect_api import busy_retry_client
 from ground.settings import load_settings
 from ground.slugs import model_slug
 from probes.types import OutcomeStatus
@@ -59,60 +62,84 @@ async def publish_round_artifacts(
     state: ModelState | None,
     logger: Any,
 ) -> None:
-    """Write the round's four artifacts (see module docstring)."""
+    """Write the round's artifacts (see module docstring) together, each best-effort."""
     model, slug = plan.model, model_slug(plan.model)
     controls = {t: judged.voted.get(t, []) for t in plan.controls if t in judged.voted}
-    with best_effort(logger, "round table artifact"):
-        await acreate_table_artifact(
-            key=f"canary-round-{slug}",
-            table=outcome_rows(judged.voted, plan.locales, judged.verdicts, plan.controls),
-            description=f"Round {plan.round_id}: every endpoint x contract, failures first",
-        )
-    with best_effort(logger, "decisions artifact"):
-        await acreate_markdown_artifact(
-            key=f"canary-decisions-{slug}",
-            markdown=decisions_markdown(
-                model=model,
-                round_id=plan.round_id,
-                mode=mode.value,
-                decisions=decisions,
-                verdicts=judged.verdicts,
-                ignore=[e.model_dump(mode="json") for e in ignore],
-                weak_controls=judged.control_verdict.passed_controls if judged.weak else [],
-                outcomes=judged.voted,
-                controls=controls,
-            )
-            + peers_markdown(judged.peers),
-            description=f"Round {plan.round_id}: decisions and the evidence behind them",
-        )
-    with best_effort(logger, "transcripts artifact"):
-        markdown = failing_transcripts_markdown(
-            plan.round_id, judged.verdicts, judged.voted, judged.transcripts, _scrubber()
-        )
-        if markdown is not None:
-            await acreate_markdown_artifact(
-                key=f"canary-transcripts-{slug}",
-                markdown=markdown,
-                description=f"Round {plan.round_id}: transcripts of the failing probes",
-            )
-    if state is None:
-        return
-    with best_effort(logger, "status artifact"):
-        evidence = {
-            tag: evidence_lines(items)
-            for tag, items in judged.voted.items()
-            if any(o.status is OutcomeStatus.FAIL for o in items)
-        }
-        await acreate_markdown_artifact(
-            key=status_key(model),
-            markdown=status_markdown(
-                model=model,
-                mode=state.mode.value,
-                round_id=plan.round_id,
-                at=plan.at,
-                views=endpoint_views(state, ignore, plan.at),
-                ignore=ignore,
-                evidence=evidence,
+    artifacts: list[tuple[str, Callable[[], Artifact | None]]] = [
+        (
+            "round table artifact",
+            lambda: TableArtifact(
+                key=f"canary-round-{slug}",
+                table=outcome_rows(judged.voted, plan.locales, judged.verdicts, plan.controls),
+                description=f"Round {plan.round_id}: every endpoint x contract, failures first",
             ),
-            description=f"Quarantine of {model} after round {plan.round_id}",
-        )
+        ),
+        (
+            "decisions artifact",
+            lambda: MarkdownArtifact(
+                key=f"canary-decisions-{slug}",
+                markdown=decisions_markdown(
+                    model=model,
+                    round_id=plan.round_id,
+                    mode=mode.value,
+                    decisions=decisions,
+                    verdicts=judged.verdicts,
+                    ignore=[e.model_dump(mode="json") for e in ignore],
+                    weak_controls=judged.control_verdict.passed_controls if judged.weak else [],
+                    outcomes=judged.voted,
+                    controls=controls,
+                )
+                + peers_markdown(judged.peers),
+                description=f"Round {plan.round_id}: decisions and the evidence behind them",
+            ),
+        ),
+        ("transcripts artifact", lambda: _transcripts(plan, judged, slug)),
+    ]
+    if state is not None:
+        artifacts.append(("status artifact", lambda: _status(plan, judged, ignore, state)))
+    async with busy_retry_client() as client:
+
+        async def write(what: str, build: Callable[[], Artifact | None]) -> None:
+            with best_effort(logger, what):
+                artifact = build()
+                if artifact is not None:
+                    await artifact.acreate(client=client)
+
+        await asyncio.gather(*(write(what, build) for what, build in artifacts))
+
+
+def _transcripts(plan: RoundPlan, judged: Judged, slug: str) -> MarkdownArtifact | None:
+    """Only in rounds where something failed."""
+    markdown = failing_transcripts_markdown(
+        plan.round_id, judged.verdicts, judged.voted, judged.transcripts, _scrubber()
+    )
+    if markdown is None:
+        return None
+    return MarkdownArtifact(
+        key=f"canary-transcripts-{slug}",
+        markdown=markdown,
+        description=f"Round {plan.round_id}: transcripts of the failing probes",
+    )
+
+
+def _status(
+    plan: RoundPlan, judged: Judged, ignore: Sequence[IgnoreEntry], state: ModelState
+) -> MarkdownArtifact:
+    evidence = {
+        tag: evidence_lines(items)
+        for tag, items in judged.voted.items()
+        if any(o.status is OutcomeStatus.FAIL for o in items)
+    }
+    return MarkdownArtifact(
+        key=status_key(plan.model),
+        markdown=status_markdown(
+            model=plan.model,
+            mode=state.mode.value,
+            round_id=plan.round_id,
+            at=plan.at,
+            views=endpoint_views(state, ignore, plan.at),
+            ignore=ignore,
+            evidence=evidence,
+        ),
+        description=f"Quarantine of {plan.model} after round {plan.round_id}",
+    )

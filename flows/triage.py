@@ -19,12 +19,14 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact
 
 from flows import tasks
-from flows.canary_round import probe_and_judge, round_report, stored_mode
+from flows.canary_round import mark_verdicts, probe_and_judge, round_report, stored_mode
 from flows.render import transcripts_markdown
 from flows.roundplan import plan_round
 from ground.settings import load_settings
 from ground.slugs import model_slug
 from probes.types import Contract, Outcome, Transcript
+from quarantine.adapters.ignore import aread_layers
+from quarantine.adapters.store import aload_state
 
 
 @flow(name="triage", flow_run_name="triage {provider} ({model})")
@@ -84,7 +86,7 @@ async def _record(
 ) -> list[dict[str, Any]]:
     """Judge `tag` like a round does (controls, confirmations) and apply it."""
     settings = load_settings()
-    state = await tasks.load_state(model)
+    state = await aload_state(model)
     if state.last_round_at is not None and now < state.last_round_at:
         raise ValueError(
             f"the last applied round ({state.last_round_id}) is later than now; not recording"
@@ -93,15 +95,16 @@ async def _record(
         model, now, discovered, locales=[locale], controls=settings.control_providers, subset=[tag]
     )
     judged = await probe_and_judge(plan, settings.probe_concurrency, logger)
-    exclusions = await tasks.read_exclusions(model, now)
+    await mark_verdicts(judged, logger)
+    layers = await aread_layers(model)
     report = round_report(
         plan,
         judged,
         stored_mode(state, settings.mode),
-        exclusions,
+        layers.entries(state, now),
         round_id=f"triage-{tag}@{now:%Y-%m-%dT%H:%M:%SZ}",
         only=[tag],
     )
     _state, decisions = await tasks.apply_report(report)
-    tasks.record_ledger(report, {tag: judged.voted[tag]}, decisions)
+    await tasks.record_ledger(report, {tag: judged.voted[tag]}, decisions)
     return [d.model_dump(mode="json") for d in decisions]

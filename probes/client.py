@@ -5,7 +5,8 @@
         transcript = await client.probe(endpoints[0], Contract.LANGUAGE, messages, locale="pt-BR")
 
 - One `httpx.AsyncClient` per ProbeClient; the transport never retries
-  (`retries=0`): the canary round decides on confirmations (SPEC R3).
+  (`retries=0`): the canary round decides on confirmations (SPEC R3). The TLS context
+  is built once per process and shared.
 - Every probe is pinned: `provider: {"only": [tag], "allow_fallbacks": false}`,
   plus `require_parameters: true` when it carries a `response_format` (C2, C6).
 - `probe()` never raises for provider behaviour: status, error envelope (both
@@ -26,9 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 import uuid
 from datetime import UTC, datetime
+from functools import cache
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import quote
@@ -62,6 +65,13 @@ log = logging.getLogger(__name__)
 ERROR_BODY_MAX_BYTES = 64_000
 DISCOVERY_MAX_BYTES = 5_000_000
 USER_AGENT = "provider-canary/0.1"
+
+
+@cache
+def _tls() -> ssl.SSLContext:
+    """httpx's default TLS context (certifi, or SSL_CERT_FILE / SSL_CERT_DIR), built once
+    per process: building it costs ~40 ms of CPU, and a round opens a client per endpoint."""
+    return httpx.create_ssl_context()
 
 
 def _transport_code(exc: httpx.TransportError) -> str:
@@ -145,7 +155,7 @@ class ProbeClient:
         )
         self._http = httpx.AsyncClient(
             headers=headers,
-            transport=httpx.AsyncHTTPTransport(retries=0, limits=limits),
+            transport=httpx.AsyncHTTPTransport(verify=_tls(), retries=0, limits=limits),
             timeout=httpx.Timeout(
                 connect=self.connect_timeout_s,
                 read=self.total_timeout_s,

@@ -7,6 +7,9 @@ merge itself is the pure `quarantine.exclusions.merge_ignore`. Only Prefect's cl
 A runtime Variable with invalid entries never costs the other layers: those entries are
 skipped with a warning (`aignore_report` returns the warnings for status and the CLI),
 and the built-in and canary layers still apply.
+
+A canary round reads the built-in and runtime layers once (`aread_layers`) and merges them
+with the state it holds: before its policy step and again with the state it applied.
 """
 
 from __future__ import annotations
@@ -15,10 +18,30 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from quarantine.adapters.incidents import aread_runtime_layer
+from quarantine.adapters.incidents import RuntimeLayer, aread_runtime_layer
 from quarantine.adapters.store import aload_state
-from quarantine.builtin import load_builtin
+from quarantine.builtin import BuiltinExclusion, load_builtin
 from quarantine.exclusions import IgnoreEntry, merge_ignore
+from quarantine.models import ModelState
+
+
+@dataclass(frozen=True)
+class ExclusionLayers:
+    """The built-in and runtime layers of `model` as read once; the canary layer is the
+    quarantine state's, merged in by `entries`."""
+
+    model: str
+    builtin: list[BuiltinExclusion]
+    runtime: RuntimeLayer
+
+    def entries(self, state: ModelState | None, now: datetime) -> list[IgnoreEntry]:
+        """The merged entries at `now` with `state`'s canary suspensions (pure)."""
+        return merge_ignore(self.model, self.builtin, self.runtime.entries, state, now)
+
+
+async def aread_layers(model: str, *, builtin_path: Path | str | None = None) -> ExclusionLayers:
+    """Read the built-in file and the runtime Variable of `model` (one API call)."""
+    return ExclusionLayers(model, load_builtin(builtin_path), await aread_runtime_layer(model))
 
 
 @dataclass

@@ -35,6 +35,9 @@ flow run is marked Crashed exactly once.
 A holder that cannot renew before its own expiry (Prefect API gone), or whose record was
 removed (`canary lock release`) or taken over, has *lost* the lease: `Lease.check()`
 raises `LeaseLostError`, and the round calls it before applying anything.
+
+Calls go through `ground.prefect_api.busy_retry_client`: a release right after a round's
+burst of task runs would otherwise often meet a busy SQLite server and wait Prefect's 2 s.
 """
 
 from __future__ import annotations
@@ -55,13 +58,13 @@ from typing import Any
 from uuid import UUID
 
 import httpx
-from prefect import get_client
 from prefect.client.orchestration import PrefectClient
 from prefect.client.schemas.actions import VariableCreate
 from prefect.exceptions import ObjectAlreadyExists
 from pydantic import BaseModel, ValidationError
 
 from ground.clock import UtcDatetime, as_utc
+from ground.prefect_api import busy_retry_client
 from ground.slugs import model_slug
 
 log = logging.getLogger(__name__)
@@ -258,14 +261,14 @@ async def _patch(client: PrefectClient, variable_id: UUID, record: LeaseRecord) 
 
 async def aread_lease(name: str) -> LeaseView | None:
     """The lock `name` as stored, None when free."""
-    async with get_client() as client:
+    async with busy_retry_client() as client:
         return await _read_view(client, name)
 
 
 async def arelease_lease(name: str) -> LeaseView | None:
     """Remove the lock record `name`, whoever holds it (a human's release); returns what
     was removed, None when the lock was free. A live holder notices at its next renewal."""
-    async with get_client() as client:
+    async with busy_retry_client() as client:
         while True:
             view = await _read_view(client, name)
             if view is None:
@@ -293,7 +296,7 @@ class Lease:
         """Raise `LeaseLostError` unless this process still holds the lease (one read)."""
         if self.lost is None:
             try:
-                async with asyncio.timeout(CALL_TIMEOUT_S), get_client() as client:
+                async with asyncio.timeout(CALL_TIMEOUT_S), busy_retry_client() as client:
                     view = await _read_view(client, self.name)
             except Exception as exc:
                 if self._expired():
@@ -322,7 +325,7 @@ class Lease:
             left = (self.record.expires_at - now).total_seconds()
             try:
                 async with asyncio.timeout(max(0.5, min(left, CALL_TIMEOUT_S))):
-                    async with get_client() as client:
+                    async with busy_retry_client() as client:
                         renewed = await _patch(client, self.variable_id, fresh)
             except Exception as exc:
                 if self._expired():
@@ -350,7 +353,7 @@ class Lease:
         if self.lost is not None:
             return
         try:
-            async with asyncio.timeout(CALL_TIMEOUT_S), get_client() as client:
+            async with asyncio.timeout(CALL_TIMEOUT_S), busy_retry_client() as client:
                 await _delete(client, self.variable_id)
         except Exception as exc:
             log.warning(
@@ -378,7 +381,7 @@ async def aacquire_lease(
     me = this_process()
     holder = uuid.uuid4().hex
     deadline = time.monotonic() + wait_s
-    async with get_client() as client:
+    async with busy_retry_client() as client:
         while True:
             now = datetime.now(UTC)
             record = LeaseRecord(

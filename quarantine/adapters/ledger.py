@@ -84,6 +84,45 @@ def _ttft(outcomes: Sequence[Outcome]) -> float | None:
     return min(latency) if latency else (min(other) if other else None)
 
 
+def _decision_rows(decisions: Sequence[Decision]) -> list[DecisionRow]:
+    return [
+        DecisionRow(
+            model=d.model,
+            kind=d.kind.value,
+            tag=d.tag,
+            at=d.at,
+            mode=d.mode.value,
+            reason=d.reason,
+            until=d.until,
+            rung=d.rung,
+            evidence=list(d.evidence),
+            round_ids=list(d.round_ids),
+            actor=d.actor,
+        )
+        for d in decisions
+    ]
+
+
+def _probe_rows(report: RoundReport, outcomes: Mapping[str, Sequence[Outcome]]) -> list[ProbeRow]:
+    rows = []
+    for tag, rnd in sorted(report.rounds.items()):
+        mine = list(outcomes.get(tag, ()))
+        rows.append(
+            ProbeRow(
+                round_id=report.round_id,
+                model=report.model,
+                tag=tag,
+                at=report.at,
+                verdict=rnd.verdict.value,
+                reasons=list(rnd.reasons),
+                locale=_locale(tag, report, mine),
+                ttft_s=_ttft(mine),
+                outcomes=[o.model_dump(mode="json") for o in mine],
+            )
+        )
+    return rows
+
+
 class Ledger:
     """The ledger on one SQLAlchemy URL; tables are created on open."""
 
@@ -93,22 +132,7 @@ class Ledger:
 
     def record_decisions(self, decisions: Sequence[Decision]) -> int:
         """Append one row per decision; returns how many."""
-        rows = [
-            DecisionRow(
-                model=d.model,
-                kind=d.kind.value,
-                tag=d.tag,
-                at=d.at,
-                mode=d.mode.value,
-                reason=d.reason,
-                until=d.until,
-                rung=d.rung,
-                evidence=list(d.evidence),
-                round_ids=list(d.round_ids),
-                actor=d.actor,
-            )
-            for d in decisions
-        ]
+        rows = _decision_rows(decisions)
         with Session(self.engine) as session:
             session.add_all(rows)
             session.commit()
@@ -118,23 +142,18 @@ class Ledger:
         self, report: RoundReport, outcomes: Mapping[str, Sequence[Outcome]] | None = None
     ) -> int:
         """One row per endpoint of the round (re-recording a round replaces its rows)."""
-        outcomes = outcomes or {}
-        rows = []
-        for tag, rnd in sorted(report.rounds.items()):
-            mine = list(outcomes.get(tag, ()))
-            rows.append(
-                ProbeRow(
-                    round_id=report.round_id,
-                    model=report.model,
-                    tag=tag,
-                    at=report.at,
-                    verdict=rnd.verdict.value,
-                    reasons=list(rnd.reasons),
-                    locale=_locale(tag, report, mine),
-                    ttft_s=_ttft(mine),
-                    outcomes=[o.model_dump(mode="json") for o in mine],
-                )
-            )
+        return self.record(report, outcomes)[0]
+
+    def record(
+        self,
+        report: RoundReport,
+        outcomes: Mapping[str, Sequence[Outcome]] | None = None,
+        decisions: Sequence[Decision] = (),
+    ) -> tuple[int, int]:
+        """A round's rows in one transaction: one per endpoint (re-recording a round replaces
+        its rows) and one per decision; returns how many of each."""
+        probes = _probe_rows(report, outcomes or {})
+        rows = _decision_rows(decisions)
         with Session(self.engine) as session:
             session.execute(
                 delete(ProbeRow).where(
@@ -142,9 +161,9 @@ class Ledger:
                     ProbeRow.model == report.model,  # type: ignore[arg-type]
                 )
             )
-            session.add_all(rows)
+            session.add_all([*probes, *rows])
             session.commit()
-        return len(rows)
+        return len(probes), len(rows)
 
     def _frame(self, table: type[_LedgerBase], model: str, since: datetime | None) -> pd.DataFrame:
         query = select(table).where(table.model == model)  # type: ignore[attr-defined]

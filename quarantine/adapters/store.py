@@ -16,12 +16,14 @@ structured form by the next write (migrate on read, nothing lost). Every block f
 optional so documents written by older versions still load.
 
 `aupdate_state(model, fn)` is the only writer: under a global concurrency limit of 1
-(`canary-quarantine-<slug>`, created on first use) it reads the document, applies the pure
-`fn`, then re-reads the stored revision just before saving. Prefect's `save(overwrite=True)`
-is last-writer-wins, so the re-read catches a writer that bypassed the lock: the update is
-re-applied on the fresh state (up to `MAX_ATTEMPTS`), then refused with
-`StaleRevisionError`. Never a silent lost update. A document that cannot be parsed raises
-`StateCorruptError` and is left as it is.
+(`canary-quarantine-<slug>`, created on first use) it reads the document (or starts from
+the state the caller already read, `known`), applies the pure `fn`, then re-reads the stored
+revision just before saving. Prefect's `save(overwrite=True)` is last-writer-wins, so the
+re-read catches a writer that bypassed the lock: the update is re-applied on the fresh state
+(up to `MAX_ATTEMPTS`), then refused with `StaleRevisionError`. Never a silent lost update.
+The save is one update of the document just re-read when it already uses this block schema
+(Prefect's own save registers type and schema and looks the document up again: five calls).
+A document that cannot be parsed raises `StateCorruptError` and is left as it is.
 """
 
 from __future__ import annotations
@@ -30,16 +32,20 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any, ClassVar
 
 from prefect.blocks.core import Block
-from prefect.client.orchestration import get_client
+from prefect.client.schemas.actions import BlockDocumentUpdate
+from prefect.client.schemas.objects import BlockDocument
 from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound, PrefectHTTPStatusError
 from pydantic import BaseModel, Field, ValidationError
 
 from ground.clock import UtcDatetime
+from ground.prefect_api import busy_retry_client
 from ground.slugs import model_slug
 from quarantine.adapters.locking import serialised
 from quarantine.errors import StaleRevisionError, StateCorruptError, UnknownModelError
@@ -94,10 +100,18 @@ def block_name(model: str) -> str:
     return model_slug(model)
 
 
-async def _read(model: str) -> ModelState | None:
+@dataclass(frozen=True)
+class Stored:
+    """A stored state and the document holding it (its id and schema, for the next save)."""
+
+    state: ModelState
+    document: BlockDocument
+
+
+async def _read_stored(model: str) -> Stored | None:
     """The stored state, `None` if there is no document; `StateCorruptError` if unreadable."""
     name = block_name(model)
-    async with get_client() as client:
+    async with busy_retry_client() as client:
         try:
             doc = await client.read_block_document_by_name(name, BLOCK_TYPE_SLUG)
         except ObjectNotFound:
@@ -112,7 +126,13 @@ async def _read(model: str) -> ModelState | None:
         raise StateCorruptError(
             f"{where}: holds model {state.model!r}, expected {model!r}; unchanged"
         )
-    return state.model_copy(update={"revision": revision})
+    return Stored(state.model_copy(update={"revision": revision}), doc)
+
+
+async def _read(model: str) -> ModelState | None:
+    """The stored state, `None` if there is no document; `StateCorruptError` if unreadable."""
+    stored = await _read_stored(model)
+    return stored.state if stored else None
 
 
 async def aload_state(model: str, *, missing_ok: bool = True) -> ModelState:
@@ -193,12 +213,21 @@ def to_block(state: ModelState) -> QuarantineStateBlock:
 SAVE_ATTEMPTS = 3
 
 
-async def _save(state: ModelState) -> None:
-    """Save under the model's lock (so a retry can only rewrite our own document). The first
-    saves on a fresh Prefect server race inside Prefect when several models' rounds save at
-    once (block type and schema registration, the server's encryption key: 409, 404 or 500
-    on PostgreSQL; seen by `make scale-test`); such a save is retried."""
+async def _save(state: ModelState, document: BlockDocument | None = None) -> None:
+    """Save under the model's lock (so a retry can only rewrite our own document).
+
+    `document` is the stored document just read: when it already uses this block schema,
+    the save is one update of that document by id. Otherwise (the first save, or a document
+    of an older schema) Prefect's `Block.asave` registers the block type and schema and
+    creates or overwrites the document. The first saves on a fresh Prefect server race
+    inside Prefect when several models' rounds save at once (block type and schema
+    registration, the server's encryption key: 409, 404 or 500 on PostgreSQL; seen by
+    `make scale-test`); such a save is retried."""
     block = to_block(state)
+    if document is not None and _same_schema(document):
+        with suppress(ObjectNotFound):  # deleted since the read: create it below
+            await _update(block, document)
+            return
     for attempt in range(1, SAVE_ATTEMPTS + 1):
         try:
             await block.asave(block_name(state.model), overwrite=True)
@@ -212,6 +241,37 @@ async def _save(state: ModelState) -> None:
             await asyncio.sleep(0.2 * attempt)
 
 
+def _same_schema(document: BlockDocument) -> bool:
+    schema = document.block_schema
+    return schema is not None and schema.checksum == _schema_checksum()
+
+
+@cache
+def _schema_checksum() -> str:
+    return QuarantineStateBlock._calculate_schema_checksum()
+
+
+async def _update(block: QuarantineStateBlock, document: BlockDocument) -> None:
+    """Overwrite `document`'s data with `block`'s, as `Block.asave(overwrite=True)` does."""
+    async with busy_retry_client() as client:
+        await client.update_block_document(
+            document.id,
+            BlockDocumentUpdate(block_schema_id=document.block_schema_id, data=block_data(block)),
+        )
+
+
+@cache
+def _data_keys() -> frozenset[str]:
+    return frozenset(QuarantineStateBlock.model_json_schema(by_alias=False)["properties"])
+
+
+def block_data(block: QuarantineStateBlock) -> dict[str, Any]:
+    """The document data Prefect stores for `block`: its JSON dump (the block has no secret
+    fields and no nested blocks). Prefect's `_to_block_document` builds the same dict but
+    dumps with a serialization context, pydantic's slow path: ~175 ms per save."""
+    return block.model_dump(mode="json", by_alias=True, include=set(_data_keys()))
+
+
 def state_lock_name(model: str) -> str:
     """The global concurrency limit that serialises writers of `model`'s state, held for
     one read-modify-write (rounds, lifts, clock resets). Rounds of a model are serialised
@@ -220,21 +280,23 @@ def state_lock_name(model: str) -> str:
 
 
 async def aupdate_state(
-    model: str, fn: Update, *, lock_held: bool = False
+    model: str, fn: Update, *, lock_held: bool = False, known: ModelState | None = None
 ) -> tuple[ModelState, list[Decision]]:
     """Apply pure `fn` to the stored state, serialised and revision-checked; save and return.
-    `lock_held=True` is for a caller that already holds `state_lock_name(model)`."""
+    `lock_held=True` is for a caller that already holds `state_lock_name(model)`. `known` is
+    the state as the caller last read it: `fn` starts from it instead of a fresh read, and
+    the read just before saving checks its revision like any other."""
     async with AsyncExitStack() as stack:
         if not lock_held:
             await stack.enter_async_context(serialised(state_lock_name(model)))
+        current = known if known is not None else await aload_state(model)
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            current = await aload_state(model)
             new, decisions = fn(current)
             if new.model != model:
                 raise ValueError(f"update returned state of {new.model!r} for {model!r}")
             new = new.model_copy(update={"revision": current.revision + 1})
-            stored = await _read(model)
-            stored_revision = stored.revision if stored else 0
+            stored = await _read_stored(model)
+            stored_revision = stored.state.revision if stored else 0
             if stored_revision != current.revision:
                 log.warning(
                     "quarantine state of %s changed under us (revision %d -> %d, attempt %d); "
@@ -244,8 +306,9 @@ async def aupdate_state(
                     stored_revision,
                     attempt,
                 )
+                current = stored.state if stored else ModelState(model=model)
                 continue
-            await _save(new)
+            await _save(new, stored.document if stored else None)
             return new, decisions
     raise StaleRevisionError(
         f"quarantine state of {model!r} kept changing outside the lock for {MAX_ATTEMPTS} "

@@ -15,7 +15,9 @@ from quarantine.adapters.store import (
     QuarantineStateBlock,
     aload_state,
     aupdate_state,
+    block_data,
     block_name,
+    to_block,
 )
 from quarantine.errors import StaleRevisionError, StateCorruptError, UnknownModelError
 from quarantine.models import Mode, ModelState, ProviderState, RoundNote
@@ -82,6 +84,30 @@ async def test_o4_round_trip_of_every_field() -> None:
     assert loaded == full.model_copy(update={"revision": 1})
     data = await _raw_data(model)
     assert data["revision"] == 1 and data["model"] == model
+
+
+def test_o4_block_data_is_what_prefects_own_save_stores() -> None:
+    """O4: the one-call save writes the same document data as `Block.asave` would."""
+    block = to_block(_full_state("test/data"))
+    prefects = block._to_block_document(
+        name="x", block_schema_id=uuid.uuid4(), block_type_id=uuid.uuid4(), include_secrets=True
+    ).data
+    assert block_data(block) == prefects
+
+
+async def test_o4_a_later_write_updates_the_document_in_place() -> None:
+    """O4: after the first save, a write keeps the document (same id, same schema) and
+    replaces its data."""
+    model = new_model()
+    await aupdate_state(model, lambda s: (s, []))
+    async with get_client() as client:
+        first = await client.read_block_document_by_name(block_name(model), BLOCK_TYPE_SLUG)
+    full = _full_state(model)
+    await aupdate_state(model, lambda s: (full, []))
+    async with get_client() as client:
+        second = await client.read_block_document_by_name(block_name(model), BLOCK_TYPE_SLUG)
+    assert second.id == first.id and second.block_schema_id == first.block_schema_id
+    assert await aload_state(model) == full.model_copy(update={"revision": 2})
 
 
 async def test_o4_ten_concurrent_writers_all_land() -> None:
