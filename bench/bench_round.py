@@ -22,7 +22,13 @@ repeat by repeat) so machine noise hits both alike. Endpoint i of every size has
 timing of endpoint i % 20 of the 20-endpoint model (first token 0.2-0.77 s).
 
     .venv/bin/python bench/bench_round.py [--endpoints 20 100] [--repeats 3]
-        [--time-scale 1.0] [--profile DIR]
+        [--time-scale 1.0] [--profile DIR] [--server harness|postgres]
+
+--server picks the Prefect API the rounds write to: `harness` (default) is Prefect's test
+harness, a server on SQLite in a subprocess, like the embedded default; `postgres` starts a
+throwaway PostgreSQL cluster (Debian's server binaries: `make postgresql`) and
+`prefect server start` on it, the scale-out setup (README "Scale-out"; the ledger stays
+on SQLite under the bench's CANARY_HOME).
 
 --profile DIR runs one more round per size under cProfile after the measured ones and
 writes DIR/round-<N>.prof (read it with `python -m pstats`).
@@ -34,9 +40,13 @@ import argparse
 import asyncio
 import cProfile
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -120,6 +130,65 @@ def _profiled_round(n: int, at: datetime, out: Path) -> None:
         profiler.dump_stats(str(out))
 
 
+@contextmanager
+def _postgres_server(home: Path) -> Iterator[None]:
+    """`prefect server start` on a throwaway PostgreSQL cluster; PREFECT_API_URL points at
+    it for the block."""
+    import httpx
+
+    from scale.postgres import throwaway_cluster
+
+    with throwaway_cluster() as pg:
+        pg.create_database("prefect")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        api = f"http://127.0.0.1:{port}/api"
+        home.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "PREFECT_HOME": str(home / "prefect"),
+            "PREFECT_API_DATABASE_CONNECTION_URL": pg.url("prefect", driver="asyncpg"),
+        }
+        log = (home / "prefect-server.log").open("wb")
+        server = subprocess.Popen(
+            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+             "--port", str(port)],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    if httpx.get(f"{api}/health", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"prefect server on PostgreSQL did not start: see {log.name}"
+                    )
+                time.sleep(0.5)
+            os.environ["PREFECT_API_URL"] = api
+            yield
+        finally:
+            os.environ.pop("PREFECT_API_URL", None)
+            server.terminate()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+            log.close()
+
+
+def _server(kind: str, home: Path) -> AbstractContextManager[object]:
+    if kind == "postgres":
+        return _postgres_server(home)
+    from prefect.testing.utilities import prefect_test_harness
+
+    return prefect_test_harness(server_startup_timeout=120)
+
+
 def _fit(sizes: list[int], overheads: list[float]) -> tuple[float, float] | None:
     """Least squares overhead = fixed + per_endpoint * n; None with fewer than 2 sizes."""
     if len(set(sizes)) < 2:
@@ -137,6 +206,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--time-scale", type=float, default=1.0)
     parser.add_argument("--profile", type=Path, default=None)
+    parser.add_argument("--server", choices=["harness", "postgres"], default="harness")
     args = parser.parse_args()
     sizes: list[int] = sorted(set(args.endpoints))
 
@@ -150,16 +220,20 @@ def main() -> None:
         CANARY_CONTROL_PROVIDERS="",
         CANARY_NOTIFICATION_BLOCK="",
         PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL="WARNING",  # the runs still log to the API
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",  # no telemetry writes during the rounds
     )
-    from prefect.testing.utilities import prefect_test_harness
 
     rounds: dict[int, list[float]] = {n: [] for n in sizes}
     ends: dict[int, list[str]] = {n: [] for n in sizes}
     bares: dict[int, list[float]] = {n: [] for n in sizes}
+    api_url: str | None = None
     critical: dict[int, list[float]] = {n: [] for n in sizes}
     try:
         fleet.load(_scenario(sizes), time_scale=args.time_scale)
-        with prefect_test_harness(server_startup_timeout=120):
+        with _server(args.server, home):
+            from prefect.settings import get_current_settings
+
+            api_url = get_current_settings().api.url
             at = datetime(2026, 11, 2, tzinfo=UTC)
             for n in sizes:  # warm-up: imports, block types, lingua's models
                 asyncio.run(one_round(n, at - timedelta(days=1)))
@@ -180,8 +254,8 @@ def main() -> None:
         stop_fleet(fleet)
 
     print(
-        f"time_scale {args.time_scale}, {args.repeats} repeats (medians), "
-        f"probe concurrency {max(sizes)}"
+        f"Prefect server: {args.server} ({api_url}), time_scale {args.time_scale}, {args.repeats} repeats "
+        f"(medians), probe concurrency {max(sizes)}"
     )
     head = (
         f"{'endpoints':>9} {'round s':>8} {'critical s':>10} {'bare s':>7} "

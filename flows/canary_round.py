@@ -1,7 +1,8 @@
 """The canary round (O1): one flow run per model per round.
 
-    discover ─► pinned probes (every endpoint, suspended ones and controls too)
-             ─► language confirmations (2 more attempts per language failure)
+    discover ─► pinned probes (every endpoint, suspended ones and controls too), each
+                 endpoint's language confirmations (2 more attempts per language failure)
+                 right after its own probes
              ─► majority vote (2 of 3) ─► peer comparison (each rate contract against the
                  other endpoints; model-level findings) ─► round verdicts (controls judge
                  the refusal probe)
@@ -212,33 +213,28 @@ class Judged:
 
 
 async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) -> Judged:
-    """Pinned probes (bounded concurrency) -> language confirmations -> majority vote ->
-    control judgement -> round verdicts. Shared by the round and a recorded triage."""
+    """Pinned probes (bounded concurrency), each endpoint's language confirmations right
+    after its own probes -> majority vote -> control judgement -> round verdicts. Shared
+    by the round and a recorded triage."""
     gate = asyncio.Semaphore(concurrency_limit)
 
-    async def probe(endpoint: Endpoint) -> tuple[str, ProbeSetResult]:
+    async def chain(endpoint: Endpoint) -> tuple[str, ProbeSetResult, list[Outcome]]:
+        """The endpoint's probe set, then at once its language confirmations (C8, same
+        locale) if its language probe failed: no endpoint waits for the slowest one's
+        probes before its own confirmations start."""
+        locale = plan.locales[endpoint.tag]
         async with gate:
-            result = await tasks.probe_endpoint(
-                endpoint, plan.locales[endpoint.tag], plan.start_locale
-            )
+            result = await tasks.probe_endpoint(endpoint, locale, plan.start_locale)
         logger.info("probed %s: %s", endpoint.tag, _brief(result.outcomes.values()))
-        return endpoint.tag, result
-
-    results = dict(await asyncio.gather(*(probe(e) for e in plan.targets)))
-    outcomes = {t: list(r.outcomes.values()) for t, r in results.items()}
-
-    # language confirmations (C8), immediately, same locale
-    failing = set(tasks.language_failures(outcomes))
-
-    async def confirm(endpoint: Endpoint) -> tuple[str, list[Outcome]]:
+        if not tasks.language_failures({endpoint.tag: list(result.outcomes.values())}):
+            return endpoint.tag, result, []
         async with gate:
-            return endpoint.tag, await tasks.confirm_language_task(
-                endpoint, plan.locales[endpoint.tag]
-            )
+            return endpoint.tag, result, await tasks.confirm_language_task(endpoint, locale)
 
-    confirmations = dict(
-        await asyncio.gather(*(confirm(e) for e in plan.targets if e.tag in failing))
-    )
+    chains = await asyncio.gather(*(chain(e) for e in plan.targets))
+    results = {tag: result for tag, result, _ in chains}
+    outcomes = {t: list(r.outcomes.values()) for t, r in results.items()}
+    confirmations = {tag: extra for tag, _, extra in chains if extra}
     voted = await tasks.majority_vote(unwalked(outcomes), unwalked(confirmations))
 
     # positive controls judge the refusal probe (C5)
@@ -358,23 +354,31 @@ async def _round(
         new_state, decisions = await tasks.apply_report(
             unwalked(report), unwalked(planned), known=unwalked(state)
         )
-        # The verdict task runs go now, next to the audit writes: started before the state
-        # write, the server's recording of their task runs held that write up (at 100
-        # endpoints for seconds).
-        marking = asyncio.create_task(mark_verdicts(judged, logger))
+        # The lock protects the state, now applied and marked with this slot (a round of the
+        # same slot ends Cancelled): release it before the audit writes, whose task runs the
+        # server records for a while and would hold the release up behind them.
+        await lease.release()
         # From here on the state is applied: audit material and alerts are best-effort, so a
-        # broken webhook or artifact write cannot fail the run (and hide its decisions).
-        summary = await publish(
-            plan,
-            mode,
-            report,
-            judged,
-            decisions,
-            layers.entries(new_state, at),
-            settings.notification_block,
-            logger,
-            new_state,
+        # broken webhook or artifact write cannot fail the run (and hide its decisions). The
+        # artifact and ledger writes start first, the verdict task runs next to them: creating
+        # a task run per endpoint holds the event loop a few ms each, and the writes are on
+        # their way meanwhile. (Started before the state write, the server's recording of the
+        # verdict task runs held that write up: at 100 endpoints for seconds.)
+        publishing = asyncio.create_task(
+            publish(
+                plan,
+                mode,
+                report,
+                judged,
+                decisions,
+                layers.entries(new_state, at),
+                settings.notification_block,
+                logger,
+                new_state,
+            )
         )
+        marking = asyncio.create_task(mark_verdicts(judged, logger))
+        summary = await publishing
     finally:  # a blind round and a failed apply show their verdicts too
         await (marking if marking is not None else mark_verdicts(judged, logger))
     if summary.warnings:

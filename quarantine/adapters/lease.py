@@ -291,6 +291,7 @@ class Lease:
         self.record = record
         self.lost: str | None = None
         self._task: asyncio.Task[None] | None = None
+        self._release: asyncio.Task[None] | None = None
 
     async def check(self) -> None:
         """Raise `LeaseLostError` unless this process still holds the lease (one read)."""
@@ -345,7 +346,13 @@ class Lease:
         self._task = asyncio.create_task(self._renew_forever(), name=f"renew {self.name}")
 
     async def release(self) -> None:
-        """Stop renewing and delete our record (best effort: it expires by itself)."""
+        """Stop renewing and delete our record (best effort: it expires by itself). A
+        second call waits for the first one's delete and sends none of its own."""
+        if self._release is None:
+            self._release = asyncio.create_task(self._released(), name=f"release {self.name}")
+        await asyncio.shield(self._release)
+
+    async def _released(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with suppress(asyncio.CancelledError, Exception):

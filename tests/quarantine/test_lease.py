@@ -73,6 +73,26 @@ async def test_one_holder_at_a_time_and_release_frees_it() -> None:
     assert await aread_lease(name) is None
 
 
+async def test_an_early_release_frees_the_lock_and_the_blocks_end_touches_no_later_holder() -> None:
+    """A round releases its lock as soon as its state is applied, inside the block: the lock
+    is free at once, renewal stops, and the block's own release at its end (a second call)
+    neither fails nor removes the record of whoever took the lock meanwhile."""
+    name = _name()
+    async with held_lease(name, lease_s=2, wait_s=1, purpose="early") as lease:
+        await lease.release()
+        assert await aread_lease(name) is None
+        later = await aacquire_lease(name, lease_s=30, wait_s=1, purpose="later")
+        await asyncio.sleep(1.0)  # past a renewal interval of the released lease
+    try:
+        view = await aread_lease(name)
+        assert view is not None and view.record is not None
+        assert view.record.holder == later.record.holder
+        await later.check()
+    finally:
+        await later.release()
+    assert await aread_lease(name) is None
+
+
 async def test_renewal_keeps_a_short_lease_alive() -> None:
     """A 2 s lease held for 3.5 s is renewed in the background: still ours, still exclusive."""
     name = _name()
