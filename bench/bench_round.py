@@ -18,7 +18,8 @@ per_endpoint * N: `fixed` is the per-round cost that does not grow with the endp
 itself shows the fixed cost.
 
 Every size has its own model on one fleet; rounds and bare runs alternate (size by size,
-repeat by repeat) so machine noise hits both alike. Endpoint i of every size has the
+repeat by repeat) so machine noise hits both alike, and each run waits for a quiet machine
+first (the server records a 100-endpoint round's task runs for seconds after it ends). Endpoint i of every size has the
 timing of endpoint i % 20 of the 20-endpoint model (first token 0.2-0.77 s).
 
     .venv/bin/python bench/bench_round.py [--endpoints 20 100] [--repeats 3]
@@ -189,6 +190,29 @@ def _server(kind: str, home: Path) -> AbstractContextManager[object]:
     return prefect_test_harness(server_startup_timeout=120)
 
 
+def _busy_share(span_s: float) -> float:
+    """The machine's CPU busy share over the next `span_s` (from /proc/stat)."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        return sum(fields) - idle, sum(fields)
+
+    busy0, total0 = sample()
+    time.sleep(span_s)
+    busy1, total1 = sample()
+    return (busy1 - busy0) / max(1, total1 - total0)
+
+
+def settle(limit_s: float = 20.0) -> None:
+    """Wait until the machine is quiet (the Prefect server has recorded the previous run's
+    task runs: after a 100-endpoint round that takes it seconds), so each run starts alike."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and _busy_share(0.25) > 0.10:
+        pass
+
+
 def _fit(sizes: list[int], overheads: list[float]) -> tuple[float, float] | None:
     """Least squares overhead = fixed + per_endpoint * n; None with fewer than 2 sizes."""
     if len(set(sizes)) < 2:
@@ -240,9 +264,11 @@ def main() -> None:
                 asyncio.run(bare(n))
             for i in range(args.repeats):
                 for n in sizes:
+                    settle()
                     wall, end = asyncio.run(one_round(n, at + timedelta(minutes=30 * i)))
                     rounds[n].append(wall)
                     ends[n].append(end)
+                    settle()
                     wall, slowest = asyncio.run(bare(n))
                     bares[n].append(wall)
                     critical[n].append(slowest)
@@ -275,6 +301,10 @@ def main() -> None:
             f"per endpoint {per * 1000:.1f} ms"
         )
     for n in sizes:
+        print(
+            f"{n} endpoints, each run: round {' '.join(f'{x:.2f}' for x in rounds[n])} s, "
+            f"critical {' '.join(f'{x:.2f}' for x in critical[n])} s"
+        )
         if any(e != "Completed" for e in ends[n]):
             print(f"{n} endpoints: rounds ended {', '.join(ends[n])} (not all Completed)")
     if args.profile is not None:

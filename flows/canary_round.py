@@ -55,6 +55,7 @@ from flows.roundlock import round_lock
 from flows.roundplan import RoundPlan, plan_round, round_id, round_index
 from flows.tasks import unwalked
 from ground.clock import as_utc
+from ground.heap import freeze_loaded
 from ground.prefect_api import busy_retry_client, shared_busy_retry_client
 from ground.settings import DEFAULT_MODEL, load_settings
 from probes.contracts import ControlVerdict, judge_controls
@@ -119,6 +120,7 @@ async def canary_round(
     `mode` None keeps the model's stored mode (CANARY_MODE for a new model): a round
     switches modes only when asked to. `at` more than one slot ahead of now is refused
     unless `allow_future`."""
+    freeze_loaded()  # no full collection walks the loaded modules mid-probe (ground/heap.py)
     logger = get_run_logger()
     settings = load_settings()
     wall = datetime.now(UTC)

@@ -22,6 +22,7 @@ from flows import tasks
 from flows.canary_round import mark_verdicts, probe_and_judge, round_report, stored_mode
 from flows.render import transcripts_markdown
 from flows.roundplan import plan_round
+from ground.heap import freeze_loaded
 from ground.settings import load_settings
 from ground.slugs import model_slug
 from probes.types import Contract, Outcome, Transcript
@@ -39,6 +40,7 @@ async def triage(
     record: bool = False,
 ) -> dict[str, Any]:
     """Re-probe endpoint `provider` of `model` now; transcripts go to an artifact."""
+    freeze_loaded()  # as in the round: no full collection walks the loaded modules
     logger = get_run_logger()
     settings = load_settings()
     wanted = {Contract(c) for c in contracts} if contracts else set(Contract)
