@@ -145,6 +145,7 @@ class RenamedSettingError(ValueError):
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
+        frozen=True,  # load_settings() hands one instance to every caller in the same env
         env_prefix="CANARY_",
         env_file=".env",
         env_file_encoding="utf-8",
@@ -317,12 +318,36 @@ class Settings(BaseSettings):
         return self.ledger_url or f"sqlite:///{self.home / 'ledger.db'}"
 
 
+_built: tuple[object, Settings] | None = None  # (what it was built from, the settings)
+
+
+def _sources() -> object:
+    """Everything `Settings()` reads: the environment, the working directory and its `.env`
+    file (changed when its size or modification time is)."""
+    try:
+        stat = os.stat(".env")
+        env_file: tuple[int, int] | None = (stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        env_file = None
+    return (tuple(sorted(os.environ.items())), os.getcwd(), env_file)
+
+
 def load_settings(**overrides: object) -> Settings:
     """Build settings; a bad value raises `pydantic.ValidationError` naming the variable,
-    a setting under a replaced name `RenamedSettingError` naming the new one."""
+    a setting under a replaced name `RenamedSettingError` naming the new one. Without
+    overrides the last instance is handed out again while the environment, the working
+    directory and `.env` are unchanged (a round asks many times; building costs ~3 ms)."""
+    global _built
     old = sorted(name for name in RENAMED if name in os.environ)
     if old:
         raise RenamedSettingError(
             "; ".join(f"{name} is no longer read: use {RENAMED[name]}" for name in old)
         )
-    return Settings(**overrides)  # type: ignore[arg-type]
+    if overrides:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    sources = _sources()
+    if _built is not None and _built[0] == sources:
+        return _built[1]
+    settings = Settings()
+    _built = (sources, settings)
+    return settings
