@@ -42,6 +42,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ground.heap import freeze_loaded
 from routing.accounting import RequestState
 from routing.attempt import end_verdict
 from routing.errors import FailureClass, PermanentRequestError, RoutingError
@@ -355,6 +356,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        freeze_loaded()  # no full collection walks the loaded modules mid-request
         flusher = (
             asyncio.create_task(router.events.run_flusher(flush_every_s)) if router.events else None
         )
