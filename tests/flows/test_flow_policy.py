@@ -318,6 +318,38 @@ async def test_c8_language_failure_confirmed_by_majority_and_locale_sticks(
     assert ("suspended", "always/fp8") in _kinds(second)
 
 
+async def test_c8_an_endpoints_confirmations_do_not_wait_for_the_slowest_endpoints_probes(
+    canary_env: FleetHandle,
+) -> None:
+    """The confirmations of a fast endpoint whose language failed start as soon as its own
+    probe set ends, while a slow endpoint is still being probed: the round's critical path
+    is its slowest endpoint's chain, not the slowest probe set plus the confirmations."""
+    model = "test/lang-pipeline"
+    always = [{"kind": "language_switch", "rate": 1.0, "to": "en", "alt": "de"}]
+    slow = {"ttft_s": 7.6, "tokens_per_s": 100, "jitter": 0.0}  # 1.9 s at the tests' scale
+    load_model(
+        canary_env,
+        model,
+        [
+            endpoint("a/fp8"),
+            endpoint("b/fp8"),
+            endpoint("always/fp8", defects=always),
+            endpoint("slow/fp8", timing=slow),
+        ],
+    )
+    canary_env.clear_requests()
+    summary = await _round(model, T0)
+    rows = {tag: verdict for tag, _, verdict, _ in summary.endpoints}
+    assert rows["always/fp8"] == "failed", rows
+    seen = [r for r in canary_env.requests() if r["model"] == model]
+    fast = sorted(r["ts"] for r in seen if r["tag"] == "always/fp8")
+    set_size = 3 + load_settings().start_samples
+    assert len(fast) == set_size + 2, fast  # the probe set, then two confirmations
+    # the slow endpoint's last reply cannot have started before its request plus its delay
+    slow_busy_until = max(r["ts"] + r["scripted_ttft_s"] for r in seen if r["tag"] == "slow/fp8")
+    assert fast[set_size] < slow_busy_until - 0.3, (fast[set_size], slow_busy_until)
+
+
 async def test_o1_o3_round_run_is_named_tagged_and_leaves_artifacts(
     canary_env: FleetHandle,
 ) -> None:
