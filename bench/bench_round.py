@@ -19,8 +19,9 @@ itself shows the fixed cost.
 
 Every size has its own model on one fleet; rounds and bare runs alternate (size by size,
 repeat by repeat) so machine noise hits both alike, and each run waits for a quiet machine
-first (the server records a 100-endpoint round's task runs for seconds after it ends). Endpoint i of every size has the
-timing of endpoint i % 20 of the 20-endpoint model (first token 0.2-0.77 s).
+first (the server records a 100-endpoint round's task runs for seconds after it ends).
+Endpoint i of every size has the timing of endpoint i % 20 of the 20-endpoint model (first
+token 0.2-0.77 s).
 
     .venv/bin/python bench/bench_round.py [--endpoints 20 100] [--repeats 3]
         [--time-scale 1.0] [--profile DIR] [--server harness|postgres]
