@@ -52,7 +52,7 @@ from flows.peer_step import compare_with_peers, finding_lines, observe_only_reas
 from flows.render import endpoint_lines, evidence_lines
 from flows.round_artifacts import best_effort, publish_round_artifacts
 from flows.roundlock import round_lock
-from flows.roundplan import RoundPlan, plan_round, round_id, round_index
+from flows.roundplan import RoundPlan, launch_order, plan_round, round_id, round_index
 from flows.tasks import unwalked
 from ground.clock import as_utc
 from ground.heap import freeze_loaded
@@ -215,9 +215,9 @@ class Judged:
 
 
 async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) -> Judged:
-    """Pinned probes (bounded concurrency), each endpoint's language confirmations right
-    after its own probes -> majority vote -> control judgement -> round verdicts. Shared
-    by the round and a recorded triage."""
+    """Pinned probes (bounded concurrency, started slowest first: `launch_order`), each
+    endpoint's language confirmations right after its own probes -> majority vote ->
+    control judgement -> round verdicts. Shared by the round and a recorded triage."""
     gate = asyncio.Semaphore(concurrency_limit)
 
     async def chain(endpoint: Endpoint) -> tuple[str, ProbeSetResult, list[Outcome]]:
@@ -233,10 +233,11 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) 
         async with gate:
             return endpoint.tag, result, await tasks.confirm_language_task(endpoint, locale)
 
-    chains = await asyncio.gather(*(chain(e) for e in plan.targets))
-    results = {tag: result for tag, result, _ in chains}
+    done = await asyncio.gather(*(chain(e) for e in launch_order(plan.targets)))
+    by_tag = {tag: (result, extra) for tag, result, extra in done}
+    results = {e.tag: by_tag[e.tag][0] for e in plan.targets}  # plan order from here on
     outcomes = {t: list(r.outcomes.values()) for t, r in results.items()}
-    confirmations = {tag: extra for tag, _, extra in chains if extra}
+    confirmations = {e.tag: by_tag[e.tag][1] for e in plan.targets if by_tag[e.tag][1]}
     voted = await tasks.majority_vote(unwalked(outcomes), unwalked(confirmations))
 
     # positive controls judge the refusal probe (C5)

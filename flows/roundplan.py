@@ -20,6 +20,7 @@ endpoints form one locale group for the peer comparison (probes/peer_round.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -123,6 +124,19 @@ def plan_round(
             e.tag for e in endpoints if e.usable and e.tag not in control_set
         ),
         start_locale=start_locale(locales, round_index(at)),
+    )
+
+
+def launch_order(targets: Sequence[Endpoint]) -> list[Endpoint]:
+    """The order a round starts its probes in: slowest first, by the aggregator's reported
+    median latency (`latency_p50_s`), an endpoint without one first of all (it may be the
+    slowest), ties in plan order. Longest first keeps the round near its slowest endpoint's
+    chain: with bounded probe concurrency no slow endpoint waits for a slot behind fast
+    ones, and at any concurrency the slow ones do not wait for the others' task runs to be
+    started (a few ms each)."""
+    return sorted(
+        targets,
+        key=lambda e: -e.latency_p50_s if e.latency_p50_s is not None else -math.inf,
     )
 
 

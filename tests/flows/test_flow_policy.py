@@ -350,6 +350,28 @@ async def test_c8_an_endpoints_confirmations_do_not_wait_for_the_slowest_endpoin
     assert fast[set_size] < slow_busy_until - 0.3, (fast[set_size], slow_busy_until)
 
 
+async def test_a_round_starts_the_endpoint_reported_slowest_first(
+    canary_env: FleetHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With one probe at a time, the endpoint whose listed median latency is the highest is
+    probed first although its tag sorts last; the summary still lists endpoints by tag."""
+    monkeypatch.setenv("CANARY_PROBE_CONCURRENCY", "1")
+    monkeypatch.setenv("CANARY_CONTROL_PROVIDERS", "")
+    model = "test/slowest-first"
+    slow = {"ttft_s": 1.2, "tokens_per_s": 100, "jitter": 0.0}  # listed p50 latency 1.2 s
+    load_model(
+        canary_env,
+        model,
+        [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("z-slow/fp8", timing=slow)],
+    )
+    canary_env.clear_requests()
+    summary = await _round(model, T0)
+    probed = [r["tag"] for r in sorted(canary_env.requests(), key=lambda r: r["ts"])
+              if r["model"] == model and r["tag"]]  # fmt: skip
+    assert probed[0] == "z-slow/fp8", probed[:5]
+    assert [row[0] for row in summary.endpoints] == ["a/fp8", "b/fp8", "z-slow/fp8"]
+
+
 async def test_o1_o3_round_run_is_named_tagged_and_leaves_artifacts(
     canary_env: FleetHandle,
 ) -> None:

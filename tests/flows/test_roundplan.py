@@ -7,6 +7,7 @@ import pytest
 from flows.roundplan import (
     PlanError,
     assign_locales,
+    launch_order,
     next_slot_with_locale,
     plan_round,
     round_id,
@@ -95,3 +96,19 @@ def test_c8_next_slot_with_locale_finds_the_rotation_slot() -> None:
     assert at is not None and at > T0
     assert assign_locales(tags, DEFAULT_LOCALES, round_index(at))["b/fp8"] == "pt-BR"
     assert next_slot_with_locale(tags, ["en"], "b/fp8", "pt-BR", T0) is None
+
+
+def test_probes_start_slowest_first_unknown_latency_first_ties_in_plan_order() -> None:
+    """The round starts the endpoints the aggregator reports slowest first (longest first
+    keeps the round near its slowest chain), one without a reported latency before all,
+    and equal latencies in plan order; the plan itself keeps its tag order."""
+
+    def ep(tag: str, latency: float | None) -> Endpoint:
+        return _ep(tag).model_copy(update={"latency_p50_s": latency})
+
+    targets = [ep("a/fp8", 0.2), ep("b/fp8", 1.5), ep("c/fp8", None), ep("d/fp8", 0.2),
+               ep("e/fp8", 0.9)]  # fmt: skip
+    assert [e.tag for e in launch_order(targets)] == ["c/fp8", "b/fp8", "e/fp8", "a/fp8", "d/fp8"]
+    plan = plan_round("m/x", T0, targets[::-1], locales=DEFAULT_LOCALES)
+    assert [e.tag for e in plan.targets] == ["a/fp8", "b/fp8", "c/fp8", "d/fp8", "e/fp8"]
+    assert launch_order([]) == []
