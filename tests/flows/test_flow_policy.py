@@ -26,6 +26,7 @@ from tests.fixtures.fleet import FleetHandle
 
 T0 = datetime(2026, 11, 2, 0, 0, tzinfo=UTC)
 HALF_HOUR = timedelta(minutes=30)
+SWITCHES_ALWAYS = [{"kind": "language_switch", "rate": 1.0, "to": "en", "alt": "de"}]
 
 
 async def _round(model: str, at: datetime, mode: str = "enforce") -> RoundSummary:
@@ -290,7 +291,6 @@ async def test_c8_language_failure_confirmed_by_majority_and_locale_sticks(
     """A host that switches language every time is confirmed (2 of 3) and probed in the
     same locale next round; a one-off switch is outvoted by its two confirmations."""
     model = "test/lang"
-    always = [{"kind": "language_switch", "rate": 1.0, "to": "en", "alt": "de"}]
     # first_n: every request of the first probe set switches, the confirmations do not
     set_size = 3 + load_settings().start_samples  # language, refusal, structured, start x n
     once = [{"kind": "language_switch", "first_n": set_size, "to": "en", "alt": "de"}]
@@ -300,7 +300,7 @@ async def test_c8_language_failure_confirmed_by_majority_and_locale_sticks(
         [
             endpoint("a/fp8"),
             endpoint("b/fp8"),
-            endpoint("always/fp8", defects=always),
+            endpoint("always/fp8", defects=SWITCHES_ALWAYS),
             endpoint("once/fp8", defects=once),
         ],
     )
@@ -325,7 +325,6 @@ async def test_c8_an_endpoints_confirmations_do_not_wait_for_the_slowest_endpoin
     probe set ends, while a slow endpoint is still being probed: the round's critical path
     is its slowest endpoint's chain, not the slowest probe set plus the confirmations."""
     model = "test/lang-pipeline"
-    always = [{"kind": "language_switch", "rate": 1.0, "to": "en", "alt": "de"}]
     slow = {"ttft_s": 7.6, "tokens_per_s": 100, "jitter": 0.0}  # 1.9 s at the tests' scale
     load_model(
         canary_env,
@@ -333,7 +332,7 @@ async def test_c8_an_endpoints_confirmations_do_not_wait_for_the_slowest_endpoin
         [
             endpoint("a/fp8"),
             endpoint("b/fp8"),
-            endpoint("always/fp8", defects=always),
+            endpoint("always/fp8", defects=SWITCHES_ALWAYS),
             endpoint("slow/fp8", timing=slow),
         ],
     )
