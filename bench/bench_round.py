@@ -10,6 +10,9 @@ endpoint count asked (default 20 and 100):
                connections costs httpcore time quadratic in its size): `run_probe_set` for
                every endpoint concurrently, then the same confirmations
     overhead   round - bare: what the flow adds to the same probes
+    floor      a flow run with N task runs at once, then N more, doing nothing: what
+               Prefect alone costs a round that keeps a task run per endpoint for its
+               probes and for its verdict (O1, O3), on the same server
 
 and prints round/critical and round/bare (aims: round <= 1.2x the critical path at 20
 endpoints, <= 1.1x at 100). With two or more sizes it also fits overhead = fixed +
@@ -119,6 +122,27 @@ async def one_round(n: int, at: datetime) -> tuple[float, str]:
     start = time.perf_counter()
     state = await canary_round(model=model_id(n), mode="observe", at=at, return_state=True)
     return time.perf_counter() - start, state.name or state.type.value
+
+
+async def prefect_floor(n: int) -> float:
+    """Wall time of what Prefect alone costs a round of `n` endpoints: one flow run with `n`
+    task runs at once (the probes) and then `n` more (the verdicts), none doing any work,
+    against the same server. No round can be cheaper while it keeps those task runs (O1, O3)."""
+    from prefect import flow, task
+    from prefect.cache_policies import NO_CACHE
+
+    @task(name="floor-task", cache_policy=NO_CACHE)
+    async def nothing(i: int) -> int:
+        return i
+
+    @flow(name="bench-prefect-floor")
+    async def floor_flow(n: int) -> None:
+        await asyncio.gather(*(nothing(i) for i in range(n)))
+        await asyncio.gather(*(nothing(i) for i in range(n)))
+
+    start = time.perf_counter()
+    await floor_flow(n)
+    return time.perf_counter() - start
 
 
 def _profiled_round(n: int, at: datetime, out: Path) -> None:
@@ -253,6 +277,7 @@ def main() -> None:
     bares: dict[int, list[float]] = {n: [] for n in sizes}
     api_url: str | None = None
     critical: dict[int, list[float]] = {n: [] for n in sizes}
+    floors: dict[int, list[float]] = {n: [] for n in sizes}
     try:
         fleet.load(_scenario(sizes), time_scale=args.time_scale)
         with _server(args.server, home):
@@ -263,6 +288,7 @@ def main() -> None:
             for n in sizes:  # warm-up: imports, block types, lingua's models
                 asyncio.run(one_round(n, at - timedelta(days=1)))
                 asyncio.run(bare(n))
+                asyncio.run(prefect_floor(n))
             for i in range(args.repeats):
                 for n in sizes:
                     settle()
@@ -273,6 +299,8 @@ def main() -> None:
                     wall, slowest = asyncio.run(bare(n))
                     bares[n].append(wall)
                     critical[n].append(slowest)
+                    settle()
+                    floors[n].append(asyncio.run(prefect_floor(n)))
             if args.profile is not None:
                 for n in sizes:
                     later = at + timedelta(minutes=30 * args.repeats)
@@ -286,14 +314,17 @@ def main() -> None:
     )
     head = (
         f"{'endpoints':>9} {'round s':>8} {'critical s':>10} {'bare s':>7} "
-        f"{'round/crit':>10} {'round/bare':>10} {'overhead s':>10}"
+        f"{'round/crit':>10} {'round/bare':>10} {'overhead s':>10} {'floor s':>8}"
     )
     print(head)
     overheads: list[float] = []
     for n in sizes:
-        r, b, c = (statistics.median(x[n]) for x in (rounds, bares, critical))
+        r, b, c, f = (statistics.median(x[n]) for x in (rounds, bares, critical, floors))
         overheads.append(r - b)
-        print(f"{n:>9} {r:>8.2f} {c:>10.2f} {b:>7.2f} {r / c:>9.2f}x {r / b:>9.2f}x {r - b:>10.2f}")
+        print(
+            f"{n:>9} {r:>8.2f} {c:>10.2f} {b:>7.2f} {r / c:>9.2f}x {r / b:>9.2f}x "
+            f"{r - b:>10.2f} {f:>8.2f}"
+        )
     fit = _fit(sizes, overheads)
     if fit is not None:
         fixed, per = fit
@@ -301,6 +332,10 @@ def main() -> None:
             f"overhead = fixed + per endpoint x N: fixed {fixed:.2f} s, "
             f"per endpoint {per * 1000:.1f} ms"
         )
+    print(
+        "floor: a flow run with N no-op task runs and then N more (the probes' and the "
+        "verdicts'), on the same server: Prefect's own cost for a round that keeps them"
+    )
     for n in sizes:
         print(
             f"{n} endpoints, each run: round {' '.join(f'{x:.2f}' for x in rounds[n])} s, "
