@@ -54,10 +54,9 @@ async def aignore_report(
     model: str, now: datetime, *, builtin_path: Path | str | None = None
 ) -> IgnoreReport:
     """The merged entries of `model` at `now`, and a warning per invalid runtime entry."""
-    builtin = load_builtin(builtin_path)
-    runtime = await aread_runtime_layer(model)
+    layers = await aread_layers(model, builtin_path=builtin_path)
     state = await aload_state(model)
-    return IgnoreReport(merge_ignore(model, builtin, runtime.entries, state, now), runtime.problems)
+    return IgnoreReport(layers.entries(state, now), layers.runtime.problems)
 
 
 async def aignore_list(

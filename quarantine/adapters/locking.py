@@ -75,9 +75,6 @@ async def serialised(name: str, timeout_s: float = LOCK_TIMEOUT_S) -> AsyncItera
             await _release(name, lease_id)
 
 
-RELEASE_ATTEMPTS = 3
-
-
 async def _acquire(name: str, timeout_s: float) -> UUID:
     """One slot of `name` with a lease of LEASE_S; a 423 (held by another writer) waits the
     server's Retry-After, a busy server is asked again at once (`busy_retry_client`)."""
