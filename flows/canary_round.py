@@ -162,38 +162,35 @@ async def _locked_round(
     run_mode = Mode(mode) if mode else stored_mode(state, settings.mode)
     tagging = asyncio.create_task(_tag_run(f"model:{model}", f"mode:{run_mode.value}"))
     try:
-        return await _slot_round(model, run_mode, at, wall, endpoints, state, lease, logger)
+        refused = slot_refusal(model, state, at, wall)
+        if refused is not None:
+            (logger.error if refused.is_failed() else logger.warning)(refused.message)
+            return refused
+        return await _round(model, run_mode, at, endpoints, state, lease, logger)
     finally:
         await tagging
 
 
-async def _slot_round(
-    model: str,
-    mode: Mode,
-    at: datetime,
-    wall: datetime,
-    endpoints: list[str] | None,
-    state: ModelState,
-    lease: Lease,
-    logger: Any,
-) -> RoundSummary | State[Any]:
-    """The round unless its half-hour slot was already applied."""
-    if state.last_round_at is not None and round_index(at) <= round_index(state.last_round_at):
-        if clock_ahead(state, wall) and not future_at(at, wall):
-            message = (
+def slot_refusal(model: str, state: ModelState, at: datetime, wall: datetime) -> State[Any] | None:
+    """None when the half-hour slot of `at` is after the last applied round; otherwise the
+    run's end: `Cancelled` (the slot was applied), `Failed` naming the repair when the
+    stored last round lies in the future of `wall`."""
+    if state.last_round_at is None or round_index(at) > round_index(state.last_round_at):
+        return None
+    if clock_ahead(state, wall) and not future_at(at, wall):
+        return Failed(
+            message=(
                 f"the last applied round of {model} ({state.last_round_id}) is in the future, "
                 f"so every round until then changes nothing; `canary clock reset --model {model} "
                 "--reason ...` repairs it"
             )
-            logger.error(message)
-            return Failed(message=message)
-        message = (
+        )
+    return Cancelled(
+        message=(
             f"the half-hour slot of {at:%Y-%m-%d %H:%MZ} is not after the last applied round "
             f"({state.last_round_id}); this run changed nothing"
         )
-        logger.warning(message)
-        return Cancelled(message=message)
-    return await _round(model, mode, at, endpoints, state, lease, logger)
+    )
 
 
 def stored_mode(state: ModelState, default: str) -> Mode:
