@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
@@ -46,13 +47,13 @@ from pydantic import BaseModel
 
 from flows import tasks
 from flows.blind import end_blind
-from flows.graph import verdict_label
+from flows.graph import clean_label, has_story, verdict_label
 from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_event, notify_admins
 from flows.peer_step import compare_with_peers, finding_lines, observe_only_reasons
 from flows.render import endpoint_lines, evidence_lines
 from flows.round_artifacts import best_effort, publish_round_artifacts
 from flows.roundlock import round_lock
-from flows.roundplan import RoundPlan, launch_order, plan_round, round_id, round_index
+from flows.roundplan import RoundPlan, plan_round, round_id, round_index
 from flows.tasks import unwalked
 from ground.clock import as_utc
 from ground.heap import freeze_loaded
@@ -61,11 +62,11 @@ from ground.settings import DEFAULT_MODEL, load_settings
 from probes.contracts import ControlVerdict, judge_controls
 from probes.errors import DiscoveryError
 from probes.peer_round import PeerRound
-from probes.probeset import ProbeSetResult
-from probes.types import Contract, Endpoint, Outcome, Transcript
-from quarantine.adapters.ignore import aread_layers
+from probes.types import Contract, Outcome, Transcript
+from quarantine.adapters.ignore import ExclusionLayers, aread_layers
 from quarantine.adapters.lease import Lease, LeaseLostError, LeaseTimeoutError
-from quarantine.adapters.store import aload_state
+from quarantine.adapters.locking import serialised
+from quarantine.adapters.store import aload_state, state_lock_name
 from quarantine.blind import blind_discovery, blind_round
 from quarantine.clock import clock_ahead, future_at
 from quarantine.exclusions import IgnoreEntry, excluded_by_layers
@@ -212,29 +213,23 @@ class Judged:
 
 
 async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) -> Judged:
-    """Pinned probes (bounded concurrency, started slowest first: `launch_order`), each
-    endpoint's language confirmations right after its own probes -> majority vote ->
-    control judgement -> round verdicts. Shared by the round and a recorded triage."""
-    gate = asyncio.Semaphore(concurrency_limit)
-
-    async def chain(endpoint: Endpoint) -> tuple[str, ProbeSetResult, list[Outcome]]:
-        """The endpoint's probe set, then at once its language confirmations (C8, same
-        locale) if its language probe failed: no endpoint waits for the slowest one's
-        probes before its own confirmations start."""
-        locale = plan.locales[endpoint.tag]
-        async with gate:
-            result = await tasks.probe_endpoint(endpoint, locale, plan.start_locale)
-        logger.info("probed %s: %s", endpoint.tag, _brief(result.outcomes.values()))
-        if not tasks.language_failures({endpoint.tag: list(result.outcomes.values())}):
-            return endpoint.tag, result, []
-        async with gate:
-            return endpoint.tag, result, await tasks.confirm_language_task(endpoint, locale)
-
-    done = await asyncio.gather(*(chain(e) for e in launch_order(plan.targets)))
-    by_tag = {tag: (result, extra) for tag, result, extra in done}
-    results = {e.tag: by_tag[e.tag][0] for e in plan.targets}  # plan order from here on
+    """Pinned probes and each endpoint's language confirmations (one `pinned-probes` task
+    run: `tasks.pinned_probes`) -> majority vote -> control judgement -> round verdicts.
+    Shared by the round and a recorded triage."""
+    count = len(plan.targets)
+    chains = await tasks.pinned_probes(
+        f"{count} endpoint{'' if count == 1 else 's'}",
+        unwalked(plan.targets),
+        unwalked(plan.locales),
+        plan.start_locale,
+        concurrency_limit,
+    )
+    by_tag = {c.tag: c for c in chains}
+    results = {e.tag: by_tag[e.tag].result for e in plan.targets}  # plan order from here on
     outcomes = {t: list(r.outcomes.values()) for t, r in results.items()}
-    confirmations = {e.tag: by_tag[e.tag][1] for e in plan.targets if by_tag[e.tag][1]}
+    confirmations = {
+        e.tag: by_tag[e.tag].confirmations for e in plan.targets if by_tag[e.tag].confirmations
+    }
     voted = await tasks.majority_vote(unwalked(outcomes), unwalked(confirmations))
 
     # positive controls judge the refusal probe (C5)
@@ -258,8 +253,9 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) 
 
 
 async def mark_verdicts(judged: Judged, logger: Any) -> None:
-    """One `verdict` task run per endpoint, all at once on the event loop: the run's graph
-    tells the story (O3). A round runs them while it writes its audit material."""
+    """A `verdict` task run for each endpoint with a story and one for the clean ones, all
+    at once on the event loop: the run's graph tells the story (O3, `flows/graph.py`). A
+    round runs them while it writes its audit material."""
     marks = [
         cast(  # an async task called with return_state gives an awaitable of its state
             Awaitable[State[Any]],
@@ -271,7 +267,16 @@ async def mark_verdicts(judged: Judged, logger: Any) -> None:
             ),
         )
         for tag, verdict in sorted(judged.verdicts.items())
+        if has_story(verdict)
     ]
+    clean = sorted(t for t, v in judged.verdicts.items() if not has_story(v))
+    if clean:
+        marks.append(
+            cast(
+                Awaitable[State[Any]],
+                tasks.clean_verdicts(label=clean_label(clean), tags=clean, return_state=True),
+            )
+        )
     for result in await asyncio.gather(*marks, return_exceptions=True):
         if isinstance(result, BaseException):
             logger.error("writing the verdict task runs failed (the round goes on): %s", result)
@@ -347,17 +352,31 @@ async def _round(
             return await end_blind(
                 model, plan.round_id, at, blind, settings.notification_block, logger
             )
-        # never apply under a lock this run no longer holds (checked while reading the layers)
-        layers, _ = await asyncio.gather(aread_layers(model), lease.check())
-        report = round_report(plan, judged, mode, layers.entries(state, at))
-        planned = await tasks.policy_step(unwalked(state), unwalked(report))
-        new_state, decisions = await tasks.apply_report(
-            unwalked(report), unwalked(planned), known=unwalked(state)
-        )
-        # The lock protects the state, now applied and marked with this slot (a round of the
-        # same slot ends Cancelled): release it before the audit writes, whose task runs the
-        # server records for a while and would hold the release up behind them.
-        await lease.release()
+        async with AsyncExitStack() as writing:
+            # Never apply under a round lock this run no longer holds (checked while the
+            # layers are read); the state-write lock is taken meanwhile, not after, so the
+            # apply is one read and one write. All three end before anything is raised: a
+            # lock taken is always given back.
+            done = await asyncio.gather(
+                aread_layers(model),
+                lease.check(),
+                writing.enter_async_context(serialised(state_lock_name(model))),
+                return_exceptions=True,
+            )
+            for failure in done:
+                if isinstance(failure, BaseException):
+                    raise failure
+            layers = cast(ExclusionLayers, done[0])
+            report = round_report(plan, judged, mode, layers.entries(state, at))
+            planned = await tasks.policy_step(unwalked(state), unwalked(report))
+            new_state, decisions = await tasks.apply_report(
+                unwalked(report), unwalked(planned), lock_held=True, known=unwalked(state)
+            )
+            # Both locks protect the state, now applied and marked with this slot (a round
+            # of the same slot ends Cancelled): give them back at once, before the audit
+            # writes, whose task runs the server records for a while and would hold the
+            # releases up behind them.
+            await asyncio.gather(writing.aclose(), lease.release())
         # From here on the state is applied: audit material and alerts are best-effort, so a
         # broken webhook or artifact write cannot fail the run (and hide its decisions). The
         # artifact and ledger writes start first, the verdict task runs next to them: creating
@@ -467,7 +486,3 @@ def ledger_warning(exc: BaseException) -> str:
         f"ledger write failed ({type(exc).__name__}: {first}); the round's rows are missing "
         "from the ledger (README: repairing the ledger)"
     )
-
-
-def _brief(outcomes: Any) -> str:
-    return ", ".join(f"{o.contract.value}={o.status.value}" for o in outcomes)

@@ -1,13 +1,18 @@
-"""What the run's task graph says about each endpoint (O3): one `verdict` task run per
-endpoint and round, named after the verdict and ending in a state that carries it:
+"""What the run's task graph says about the endpoints (O3): a `verdict` task run for each
+endpoint with a story (a failed contract, a transport freeze, failures not counted), named
+after the verdict and ending in a state that carries it, and one for all the clean ones:
 
     startcorrupt/fp8: failed start        Failed  "Contract failed"  (red in the graph)
     flaky/fp8: frozen (transport)         Completed "Frozen"
-    healthy/fp8: clean                    Completed "Clean"
+    clean: 18 endpoints                   Completed "Clean"  (message: their tags)
 
 So an analyst sees from the graph which endpoints failed which contract without opening
 a log. A failed verdict is the endpoint's failure, not ours: the round itself still
-completes. Names and states are pure functions of a `ProviderRound`.
+completes. A clean endpoint has no task run of its own: a task run costs the round a few ms
+of its event loop and the Prefect server several writes, and a round of 100 clean endpoints
+spent most of its time over its critical path on them (issue 13); the clean endpoints are
+listed in the one `clean` task run and in the round table. Names and states are pure
+functions of `ProviderRound`s.
 
 Prefect logs a task that ends Failed as an error with an empty traceback ("Task run failed
 with state ... NoneType: None"). For the `verdict` task that is not an error of ours, so
@@ -44,6 +49,25 @@ def verdict_label(verdict: ProviderRound) -> str:
     if verdict.ignored_reasons:
         text += f" (not counted: {', '.join(_contracts(verdict.ignored_reasons))})"
     return text
+
+
+def has_story(verdict: ProviderRound) -> bool:
+    """Whether the endpoint gets a `verdict` task run of its own: anything but a plain
+    clean round (failed, frozen, or clean with failures that were not counted)."""
+    return verdict.verdict is not RoundVerdict.CLEAN or bool(verdict.ignored_reasons)
+
+
+def clean_label(tags: Sequence[str]) -> str:
+    """The task run name for the endpoints without a story: `clean: 18 endpoints`."""
+    return f"clean: {len(tags)} endpoint{'' if len(tags) == 1 else 's'}"
+
+
+def clean_state(tags: Sequence[str]) -> State:
+    """Completed "Clean", the message naming the endpoints (bounded like a verdict's)."""
+    message = ", ".join(sorted(tags))
+    if len(message) > MESSAGE_CHARS:
+        message = message[: MESSAGE_CHARS - 1] + "…"
+    return Completed(name="Clean", message=message, data=sorted(tags))
 
 
 def verdict_state(verdict: ProviderRound, evidence: Sequence[str] = ()) -> State:

@@ -14,7 +14,7 @@ the UI, and every task run is recorded by the server while the round waits to wr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple, cast
 
 from prefect import get_run_logger, task
@@ -22,7 +22,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.states import State
 from prefect.utilities.annotations import quote
 
-from flows.graph import TASK_NAME, install_log_filter, verdict_state
+from flows.graph import TASK_NAME, clean_state, install_log_filter, verdict_state
+from flows.roundplan import launch_order
 from ground.settings import load_settings
 from probes.client import ProbeClient
 from probes.probeset import ProbeSetResult, confirm_language, majority, run_probe_set
@@ -51,14 +52,64 @@ async def discover_endpoints(model: str) -> list[Endpoint]:
         return await client.discover(model)
 
 
-@task(name="pinned-probes", task_run_name="probe {endpoint.tag} [{locale}]", cache_policy=NO_CACHE)
+class Chain(NamedTuple):
+    """One endpoint's probe chain: its probe set and its language confirmations (C8)."""
+
+    tag: str
+    result: ProbeSetResult
+    confirmations: list[Outcome]
+
+
+@task(name="pinned-probes", task_run_name="probe {label}", cache_policy=NO_CACHE)
+async def pinned_probes(
+    label: str,
+    targets: Sequence[Endpoint],
+    locales: Mapping[str, str],
+    start_locale: str | None,
+    concurrency: int,
+) -> list[Chain]:
+    """C2-C9 for every endpoint of a round, in one task run: probe sets at most
+    `concurrency` at a time, started slowest first (`launch_order`), and each endpoint's
+    language confirmations (a `language-confirmation` task run) right after its own probes
+    if its language probe failed, so no endpoint waits for the slowest one's probes. One
+    line per endpoint in this task run's log; results in launch order.
+
+    One task run for all, not one per endpoint: a task run costs the round's event loop a
+    few ms and the Prefect server several writes, and at 100 endpoints those task runs
+    took more of the round than the probes' critical path (issue 13). The per-endpoint
+    story is in the `verdict` task runs (`flows/graph.py`) and the round's artifacts."""
+    logger = get_run_logger()
+    gate = asyncio.Semaphore(concurrency)
+
+    async def chain(endpoint: Endpoint) -> Chain:
+        locale = locales[endpoint.tag]
+        async with gate:
+            result = await probe_set(endpoint, locale, start_locale)
+        outcomes = list(result.outcomes.values())
+        logger.info("probed %s [%s]: %s", endpoint.tag, locale, brief(outcomes))
+        if not language_failures({endpoint.tag: outcomes}):
+            return Chain(endpoint.tag, result, [])
+        async with gate:
+            return Chain(endpoint.tag, result, await confirm_language_task(endpoint, locale))
+
+    return list(await asyncio.gather(*(chain(e) for e in launch_order(targets))))
+
+
+@task(name="probe", task_run_name="probe {endpoint.tag} [{locale}]", cache_policy=NO_CACHE)
 async def probe_endpoint(
     endpoint: Endpoint, locale: str, start_locale: str | None = None
 ) -> ProbeSetResult:
+    """One endpoint's probe set as a task run of its own (a triage's repeats)."""
+    return await probe_set(endpoint, locale, start_locale)
+
+
+async def probe_set(
+    endpoint: Endpoint, locale: str, start_locale: str | None = None
+) -> ProbeSetResult:
     """C2-C9: one pinned probe set against one endpoint in one locale (start samples in
-    the round's shared `start_locale`). Whatever the
-    endpoint sent, this returns typed outcomes (probes/unjudged.py): an exception while
-    probing or judging it freezes that endpoint, never fails the round."""
+    the round's shared `start_locale`). Whatever the endpoint sent, this returns typed
+    outcomes (probes/unjudged.py): an exception while probing or judging it freezes that
+    endpoint, never fails the round."""
     settings = load_settings()
     try:
         async with ProbeClient.from_settings(settings) as client:
@@ -77,6 +128,11 @@ async def probe_endpoint(
         _log_unjudged(endpoint, exc)
         return unjudged_set(endpoint, locale, exc)
     return refused_everything(result)
+
+
+def brief(outcomes: Iterable[Outcome]) -> str:
+    """`language=pass, start=fail, ...`: one endpoint's outcomes in a log line."""
+    return ", ".join(f"{o.contract.value}={o.status.value}" for o in outcomes)
 
 
 def _log_unjudged(endpoint: Endpoint, exc: BaseException) -> None:
@@ -145,6 +201,12 @@ async def endpoint_verdict(label: str, verdict: ProviderRound, evidence: list[st
     run's graph when a contract failed, named after the contracts that failed. Async, so a
     round runs its verdict task runs together on its event loop (no thread each)."""
     return verdict_state(verdict, evidence)
+
+
+@task(name=TASK_NAME, task_run_name="{label}", cache_policy=NO_CACHE)
+async def clean_verdicts(label: str, tags: list[str]) -> State:
+    """The round's clean endpoints in one task run, Completed "Clean" (`flows.graph`)."""
+    return clean_state(tags)
 
 
 @task(name="policy-step (capacity floor)", cache_policy=NO_CACHE)

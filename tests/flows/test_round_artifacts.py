@@ -49,17 +49,16 @@ async def _artifacts(**filters: Any) -> list[Any]:
 TAGS = ("a/fp8", "b/fp8", "c/fp8", "bad/fp8")
 
 
-async def _verdict_runs(flow_run_id: UUID, expected: int) -> dict[str, Any]:
-    """The run's `verdict` task runs by name, once all have reached a final state (task-run
-    records reach the API from an event queue and may lag)."""
+async def _task_runs(flow_run_id: UUID, expected: int) -> dict[str, Any]:
+    """The run's task runs by name, once `expected` of them have reached a final state
+    (task-run records reach the API from an event queue and may lag)."""
     runs: dict[str, Any] = {}
     for _ in range(120):
         async with get_client() as client:
             found = await client.read_task_runs(
                 flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
             )
-        runs = {r.name: r for r in found if r.name.split(": ")[0] in TAGS}
-        runs = {n: r for n, r in runs.items() if r.state and r.state.is_final()}
+        runs = {r.name: r for r in found if r.state and r.state.is_final()}
         if len(runs) >= expected:
             return runs
         await asyncio.sleep(0.5)
@@ -138,12 +137,24 @@ async def test_o3_round_artifacts_status_block_and_graph_show_the_evidence(
     assert transcripts.count("#### ") == REPLIES  # the text requests behind the start failure
     assert canary_env.key not in transcripts
 
-    # the graph: red verdict task runs for failing endpoints, named after the contract
-    runs = await _verdict_runs(run_id, expected=4)
+    # the graph: a red verdict task run for the failing endpoint, named after the contract,
+    # one for the clean ones, and the round's steps (O1), not a task run per endpoint probed
+    runs = await _task_runs(run_id, expected=9)
     failed = runs["bad/fp8: failed start"]
     assert failed.state.type.value == "FAILED" and failed.state.name == FAILED_STATE_NAME
     assert f"{REPLIES} of {REPLIES} replies anomalous" in (failed.state.message or "")
-    assert runs["a/fp8: clean"].state.type.value == "COMPLETED"
+    clean = runs["clean: 3 endpoints"]
+    assert clean.state.type.value == "COMPLETED" and clean.state.name == "Clean"
+    assert clean.state.message == "a/fp8, b/fp8, c/fp8"
+    steps = {r.task_key.rsplit("-", 1)[0] for r in runs.values()}
+    assert len(runs) == 9 and {n for n in runs if n.startswith("probe ")} == {"probe 4 endpoints"}
+    assert {
+        "discover_endpoints",
+        "pinned_probes",
+        "majority_vote",
+        "policy_step",
+        "apply_report",
+    } <= steps
     async with get_client() as client:
         flow_run = await client.read_flow_run(run_id)
     assert flow_run.state is not None and flow_run.state.is_completed()
