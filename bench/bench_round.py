@@ -58,6 +58,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ground.prefect_server import server_env  # noqa: E402
 from tests.fixtures.canary_env import endpoint  # noqa: E402
 from tests.fixtures.fleet import FleetHandle, start_fleet, stop_fleet  # noqa: E402
 
@@ -269,8 +270,8 @@ def main() -> None:
         CANARY_CONTROL_PROVIDERS="",
         CANARY_NOTIFICATION_BLOCK="",
         PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL="WARNING",  # the runs still log to the API
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",  # no telemetry writes during the rounds
     )
+    os.environ.update(server_env())  # the embedded server's settings (no telemetry, batches)
 
     rounds: dict[int, list[float]] = {n: [] for n in sizes}
     ends: dict[int, list[str]] = {n: [] for n in sizes}

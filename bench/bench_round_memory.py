@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ground.prefect_server import server_env  # noqa: E402
 from tests.fixtures.canary_env import endpoint, scenario  # noqa: E402
 from tests.fixtures.fleet import start_fleet, stop_fleet  # noqa: E402
 
@@ -70,9 +71,9 @@ def child(n: int, time_scale: float) -> None:
         CANARY_HOME=home,
         CANARY_CONTROL_PROVIDERS="",
         CANARY_NOTIFICATION_BLOCK="",
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
         PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL="WARNING",  # the runs still log to the API
     )
+    os.environ.update(server_env())  # the embedded server's settings
     from prefect.testing.utilities import prefect_test_harness
 
     at = datetime(2026, 11, 2, tzinfo=UTC)

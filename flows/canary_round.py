@@ -373,10 +373,10 @@ async def _round(
                 unwalked(report), unwalked(planned), lock_held=True, known=unwalked(state)
             )
             # Both locks protect the state, now applied and marked with this slot (a round
-            # of the same slot ends Cancelled): give them back at once, before the audit
-            # writes, whose task runs the server records for a while and would hold the
-            # releases up behind them.
-            await asyncio.gather(writing.aclose(), lease.release())
+            # of the same slot ends Cancelled): give them back before the audit writes,
+            # one after the other (two writes at once meet in SQLite, and one is sent again).
+            await writing.aclose()
+            await lease.release()
         # From here on the state is applied: audit material and alerts are best-effort, so a
         # broken webhook or artifact write cannot fail the run (and hide its decisions). The
         # artifact and ledger writes start first, the verdict task runs next to them: creating
