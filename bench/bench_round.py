@@ -10,9 +10,10 @@ endpoint count asked (default 20 and 100):
                connections costs httpcore time quadratic in its size): `run_probe_set` for
                every endpoint concurrently, then the same confirmations
     overhead   round - bare: what the flow adds to the same probes
-    floor      a flow run with N task runs at once, then N more, doing nothing: what
-               Prefect alone costs a round that keeps a task run per endpoint for its
-               probes and for its verdict (O1, O3), on the same server
+    floor      a flow run with the task runs of a round whose endpoints are all clean, doing
+               nothing (discover, pinned probes, majority vote, peer comparison, policy
+               step and apply one after the other, then the ledger and the `clean` verdict
+               at once): what Prefect alone costs a round's DAG (O1, O3), on the same server
 
 and prints round/critical and round/bare (aims: round <= 1.2x the critical path at 20
 endpoints, <= 1.1x at 100). With two or more sizes it also fits overhead = fixed +
@@ -125,10 +126,10 @@ async def one_round(n: int, at: datetime) -> tuple[float, str]:
     return time.perf_counter() - start, state.name or state.type.value
 
 
-async def prefect_floor(n: int) -> float:
-    """Wall time of what Prefect alone costs a round of `n` endpoints: one flow run with `n`
-    task runs at once (the probes) and then `n` more (the verdicts), none doing any work,
-    against the same server. No round can be cheaper while it keeps those task runs (O1, O3)."""
+async def prefect_floor() -> float:
+    """Wall time of what Prefect alone costs a round's DAG: one flow run with the task runs
+    of a round of clean endpoints, in the same order, none doing any work, against the same
+    server. No round can be cheaper while it keeps its DAG as task runs (O1, O3)."""
     from prefect import flow, task
     from prefect.cache_policies import NO_CACHE
 
@@ -137,12 +138,13 @@ async def prefect_floor(n: int) -> float:
         return i
 
     @flow(name="bench-prefect-floor")
-    async def floor_flow(n: int) -> None:
-        await asyncio.gather(*(nothing(i) for i in range(n)))
-        await asyncio.gather(*(nothing(i) for i in range(n)))
+    async def floor_flow() -> None:
+        for step in range(6):  # discover, probes, vote, peers, policy, apply
+            await nothing(step)
+        await asyncio.gather(nothing(6), nothing(7))  # ledger, clean verdict
 
     start = time.perf_counter()
-    await floor_flow(n)
+    await floor_flow()
     return time.perf_counter() - start
 
 
@@ -289,7 +291,7 @@ def main() -> None:
             for n in sizes:  # warm-up: imports, block types, lingua's models
                 asyncio.run(one_round(n, at - timedelta(days=1)))
                 asyncio.run(bare(n))
-                asyncio.run(prefect_floor(n))
+                asyncio.run(prefect_floor())
             for i in range(args.repeats):
                 for n in sizes:
                     settle()
@@ -301,7 +303,7 @@ def main() -> None:
                     bares[n].append(wall)
                     critical[n].append(slowest)
                     settle()
-                    floors[n].append(asyncio.run(prefect_floor(n)))
+                    floors[n].append(asyncio.run(prefect_floor()))
             if args.profile is not None:
                 for n in sizes:
                     later = at + timedelta(minutes=30 * args.repeats)
@@ -334,8 +336,8 @@ def main() -> None:
             f"per endpoint {per * 1000:.1f} ms"
         )
     print(
-        "floor: a flow run with N no-op task runs and then N more (the probes' and the "
-        "verdicts'), on the same server: Prefect's own cost for a round that keeps them"
+        "floor: a flow run with a clean round's task runs, doing nothing, on the same "
+        "server: Prefect's own cost for the round's DAG"
     )
     for n in sizes:
         print(

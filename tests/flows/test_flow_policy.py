@@ -19,10 +19,13 @@ from flows.admin import lift_suspension
 from flows.canary_round import RoundSummary, canary_round
 from ground.settings import load_settings
 from quarantine.adapters.ignore import aignore_list
-from quarantine.adapters.store import aload_state
+from quarantine.adapters.lease import aread_lease, arelease_lease, lease_name
+from quarantine.adapters.locking import active_slots
+from quarantine.adapters.store import aload_state, state_lock_name
 from quarantine.exclusions import ignore_tags
 from tests.fixtures.canary_env import STRAY, endpoint, load_model
 from tests.fixtures.fleet import FleetHandle
+from tests.fixtures.prefect import final_task_runs
 
 T0 = datetime(2026, 11, 2, 0, 0, tzinfo=UTC)
 HALF_HOUR = timedelta(minutes=30)
@@ -347,6 +350,66 @@ async def test_c8_an_endpoints_confirmations_do_not_wait_for_the_slowest_endpoin
     # the slow endpoint's last reply cannot have started before its request plus its delay
     slow_busy_until = max(r["ts"] + r["scripted_ttft_s"] for r in seen if r["tag"] == "slow/fp8")
     assert fast[set_size] < slow_busy_until - 0.3, (fast[set_size], slow_busy_until)
+
+
+async def test_o1_o3_the_graph_holds_the_rounds_steps_and_a_task_run_per_endpoint_with_a_story(
+    canary_env: FleetHandle,
+) -> None:
+    """The run's task runs are the DAG of O1: discovery, one `pinned-probes` task run for
+    every endpoint, inside it a `language-confirmation` task run for the endpoint whose
+    language failed, the majority vote, the policy step, the apply; then a red `verdict`
+    task run for the failing endpoint and one `clean` task run naming the others (O3). No
+    endpoint has a probe task run of its own."""
+    model = "test/graph"
+    tags = ["a/fp8", "b/fp8", "c/fp8", "always/fp8"]
+    load_model(
+        canary_env,
+        model,
+        [*(endpoint(t) for t in tags[:3]), endpoint("always/fp8", defects=SWITCHES_ALWAYS)],
+    )
+    state = await canary_round(model=model, mode="enforce", at=T0, return_state=True)
+    assert state.is_completed(), state
+    run_id = state.state_details.flow_run_id
+    assert run_id is not None
+    runs = await final_task_runs(run_id, expected=10)
+    names = set(runs)
+    locale = next(row[1] for row in (await state.aresult()).endpoints if row[0] == "always/fp8")
+    assert {"probe 4 endpoints", f"confirm always/fp8 [{locale}]", "clean: 3 endpoints"} <= names
+    failed = [n for n in names if n.startswith("always/fp8: failed language")]
+    assert len(failed) == 1, names  # (its start may be a peer outlier, not counted)
+    assert runs[failed[0]].state.type.value == "FAILED"
+    assert not [n for n in names if n.startswith("probe ") and n != "probe 4 endpoints"]
+    assert runs["clean: 3 endpoints"].state.message == "a/fp8, b/fp8, c/fp8"
+    steps = {r.task_key.rsplit("-", 1)[0] for r in runs.values()}
+    assert {"discover_endpoints", "majority_vote", "policy_step", "apply_report"} <= steps
+    confirm = runs[f"confirm always/fp8 [{locale}]"]
+    parents = [p.id for p in confirm.task_inputs.get("__parents__", [])]
+    assert parents == [runs["probe 4 endpoints"].id]  # nested in the probes' task run
+    assert len(runs) == 10, sorted(names)
+
+
+async def test_o2_a_round_that_lost_its_lock_applies_nothing_and_gives_the_state_lock_back(
+    canary_env: FleetHandle,
+) -> None:
+    """The round lock released by hand while the probes run (`canary lock release`): the
+    round takes the state-write lock while it checks the round lock, finds it lost, applies
+    nothing and gives the state-write lock back at once (not after its 60 s lease)."""
+    model = "test/lock-lost"
+    slow = {"ttft_s": 7.6, "tokens_per_s": 100, "jitter": 0.0}  # 1.9 s at the tests' scale
+    load_model(canary_env, model, [endpoint("a/fp8"), endpoint("slow/fp8", timing=slow)])
+    running = asyncio.create_task(
+        canary_round(model=model, mode="enforce", at=T0, return_state=True)
+    )
+    for _ in range(200):
+        if await aread_lease(lease_name(model)) is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert await arelease_lease(lease_name(model)) is not None
+    state = await running
+    assert state.is_failed() and "nothing applied" in (state.message or ""), state
+    await asyncio.sleep(1.0)  # a lock request left running by the failed round would land
+    assert await active_slots(state_lock_name(model)) == 0  # taken, and given back
+    assert (await aload_state(model)).revision == 0
 
 
 async def test_a_round_starts_the_endpoint_reported_slowest_first(

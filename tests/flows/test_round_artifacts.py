@@ -5,19 +5,15 @@ endpoint failed which contract. Real fleet over loopback, Prefect's test harness
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from uuid import UUID
 
 from prefect import get_client
 from prefect.client.schemas.filters import (
     ArtifactFilter,
     ArtifactFilterFlowRunId,
     ArtifactFilterKey,
-    FlowRunFilter,
-    FlowRunFilterId,
 )
 from prefect.client.schemas.sorting import ArtifactSort
 
@@ -32,6 +28,7 @@ from ground.slugs import model_slug
 from quarantine.adapters.store import BLOCK_TYPE_SLUG, block_name
 from tests.fixtures.canary_env import STRAY, endpoint, load_model
 from tests.fixtures.fleet import FleetHandle
+from tests.fixtures.prefect import final_task_runs
 
 REPLIES = load_settings().start_samples + 2
 
@@ -47,22 +44,6 @@ async def _artifacts(**filters: Any) -> list[Any]:
 
 
 TAGS = ("a/fp8", "b/fp8", "c/fp8", "bad/fp8")
-
-
-async def _task_runs(flow_run_id: UUID, expected: int) -> dict[str, Any]:
-    """The run's task runs by name, once `expected` of them have reached a final state
-    (task-run records reach the API from an event queue and may lag)."""
-    runs: dict[str, Any] = {}
-    for _ in range(120):
-        async with get_client() as client:
-            found = await client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
-            )
-        runs = {r.name: r for r in found if r.state and r.state.is_final()}
-        if len(runs) >= expected:
-            return runs
-        await asyncio.sleep(0.5)
-    return runs
 
 
 async def test_o3_round_artifacts_status_block_and_graph_show_the_evidence(
@@ -139,7 +120,7 @@ async def test_o3_round_artifacts_status_block_and_graph_show_the_evidence(
 
     # the graph: a red verdict task run for the failing endpoint, named after the contract,
     # one for the clean ones, and the round's steps (O1), not a task run per endpoint probed
-    runs = await _task_runs(run_id, expected=9)
+    runs = await final_task_runs(run_id, expected=9)
     failed = runs["bad/fp8: failed start"]
     assert failed.state.type.value == "FAILED" and failed.state.name == FAILED_STATE_NAME
     assert f"{REPLIES} of {REPLIES} replies anomalous" in (failed.state.message or "")
