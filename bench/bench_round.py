@@ -6,9 +6,11 @@ endpoint count asked (default 20 and 100):
     critical   the slowest endpoint's probe chain (its probe set, plus confirmations),
                measured in the bare run below
     bare       a plain asyncio script doing the same probes with the round's clients (one
-               per endpoint, as the round's probe tasks open them: one pool of hundreds of
-               connections costs httpcore time quadratic in its size): `run_probe_set` for
-               every endpoint concurrently, then the same confirmations
+               per endpoint, as the round's probe task opens them: one pool of hundreds of
+               connections costs httpcore time quadratic in its size): the plan of the same
+               slot (`plan_round`: each endpoint's locale, the shared start-sample locale),
+               `run_probe_set` for every endpoint concurrently with the round's settings,
+               each endpoint's confirmations right after its probes
     overhead   round - bare: what the flow adds to the same probes
     floor      a flow run with the task runs of a round whose endpoints are all clean, doing
                nothing (discover, pinned probes, majority vote, peer comparison, policy
@@ -63,8 +65,6 @@ from ground.prefect_server import server_env  # noqa: E402
 from tests.fixtures.canary_env import endpoint  # noqa: E402
 from tests.fixtures.fleet import FleetHandle, start_fleet, stop_fleet  # noqa: E402
 
-LOCALES = ["en", "es", "pt-BR", "fr", "de", "it", "pl", "ru", "uk", "tr"]
-
 
 def model_id(n: int) -> str:
     return f"bench/round-{n}"
@@ -85,35 +85,45 @@ def _scenario(sizes: list[int]) -> dict[str, object]:
     return {"name": "bench-round", "models": models}
 
 
-async def bare(n: int) -> tuple[float, float]:
-    """Same probes without Prefect; returns (wall, slowest endpoint chain)."""
+async def bare(n: int, at: datetime) -> tuple[float, float]:
+    """The probes of the round of slot `at` without Prefect: the same plan (each endpoint's
+    locale, the shared start-sample locale), the same probe settings, each endpoint's
+    confirmations right after its probes if its language failed. Returns (wall, slowest
+    endpoint chain)."""
+    from flows.roundplan import plan_round
     from ground.settings import load_settings
     from probes.client import ProbeClient
     from probes.probeset import confirm_language, run_probe_set
-    from probes.types import Contract, OutcomeStatus
+    from probes.types import Contract, Endpoint, OutcomeStatus
 
     settings = load_settings()
     chains: list[float] = []
 
-    async def chain(ep: object, locale: str) -> None:
+    async def chain(ep: Endpoint, locale: str, start_locale: str | None) -> None:
         t0 = time.perf_counter()
         async with ProbeClient.from_settings(settings) as client:
             result = await run_probe_set(
                 client,
-                ep,  # type: ignore[arg-type]
+                ep,
                 locale,
                 start_samples=settings.start_samples,
                 ttft_threshold_s=settings.ttft_threshold_s,
                 max_tokens=settings.probe_max_tokens,
+                start_min_replies=settings.start_anomaly_min_replies,
+                start_share=settings.start_anomaly_share,
+                start_locale=start_locale,
             )
             if result.outcomes[Contract.LANGUAGE].status is OutcomeStatus.FAIL:
-                await confirm_language(client, ep, locale, max_tokens=settings.probe_max_tokens)  # type: ignore[arg-type]
+                await confirm_language(client, ep, locale, max_tokens=settings.probe_max_tokens)
         chains.append(time.perf_counter() - t0)
 
     start = time.perf_counter()
     async with ProbeClient.from_settings(settings) as client:
         endpoints = await client.discover(model_id(n))
-    await asyncio.gather(*(chain(ep, LOCALES[i % len(LOCALES)]) for i, ep in enumerate(endpoints)))
+    plan = plan_round(model_id(n), at, endpoints, locales=settings.locales)
+    await asyncio.gather(
+        *(chain(ep, plan.locales[ep.tag], plan.start_locale) for ep in plan.targets)
+    )
     return time.perf_counter() - start, max(chains)
 
 
@@ -290,7 +300,7 @@ def main() -> None:
             at = datetime(2026, 11, 2, tzinfo=UTC)
             for n in sizes:  # warm-up: imports, block types, lingua's models
                 asyncio.run(one_round(n, at - timedelta(days=1)))
-                asyncio.run(bare(n))
+                asyncio.run(bare(n, at - timedelta(days=1)))
                 asyncio.run(prefect_floor())
             for i in range(args.repeats):
                 for n in sizes:
@@ -299,7 +309,7 @@ def main() -> None:
                     rounds[n].append(wall)
                     ends[n].append(end)
                     settle()
-                    wall, slowest = asyncio.run(bare(n))
+                    wall, slowest = asyncio.run(bare(n, at + timedelta(minutes=30 * i)))
                     bares[n].append(wall)
                     critical[n].append(slowest)
                     settle()
