@@ -13,9 +13,9 @@ endpoint count asked (default 20 and 100):
                each endpoint's confirmations right after its probes
     overhead   round - bare: what the flow adds to the same probes
     floor      a flow run with the task runs of a round whose endpoints are all clean, doing
-               nothing (discover, pinned probes, majority vote, peer comparison, policy
-               step and apply one after the other, then the ledger and the `clean` verdict
-               at once): what Prefect alone costs a round's DAG (O1, O3), on the same server
+               nothing (discover, pinned probes, majority vote, policy step, apply, the
+               `clean` verdict, one after the other): what Prefect alone costs a round's
+               DAG (O1, O3), on the same server
 
 and prints round/critical and round/bare (aims: round <= 1.2x the critical path at 20
 endpoints, <= 1.1x at 100). With two or more sizes it also fits overhead = fixed +
@@ -149,9 +149,9 @@ async def prefect_floor() -> float:
 
     @flow(name="bench-prefect-floor")
     async def floor_flow() -> None:
-        for step in range(6):  # discover, probes, vote, peers, policy, apply
+        for step in range(5):  # discover, probes, vote, policy, apply
             await nothing(step)
-        await asyncio.gather(nothing(6), nothing(7))  # ledger, clean verdict
+        await nothing(5)  # the clean verdict
 
     start = time.perf_counter()
     await floor_flow()

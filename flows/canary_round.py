@@ -239,7 +239,7 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) 
     control_verdict = judge_controls(control_refusals)
     weak = bool(plan.controls) and control_verdict.weak
     # every rate contract against the other endpoints of the round (issue 14)
-    peers = await compare_with_peers(unwalked(voted), unwalked(results), plan.controls)
+    peers = compare_with_peers(voted, results, plan.controls)
     observe_only = observe_only_reasons()
     verdicts = {
         tag: round_verdict(tag, items, refusal_weak=weak, observe_only=observe_only)
@@ -426,7 +426,7 @@ async def publish(
 
     async def ledger() -> None:
         try:
-            await tasks.record_ledger(unwalked(report), unwalked(judged.voted), decisions)
+            await tasks.record_ledger(report, judged.voted, decisions)
         except Exception as exc:  # the state is applied: say so loudly, do not fail the run
             warnings.append(ledger_warning(exc))
             logger.error("round applied, but %s", warnings[-1])

@@ -1,12 +1,12 @@
-"""The round's peer comparison as a Prefect task (a thin wrapper of probes/peer_round.py),
-and what it adds to the audit material: alert lines and a markdown section (pure)."""
+"""The round's peer comparison (a thin wrapper of probes/peer_round.py with the settings),
+and what it adds to the audit material: alert lines and a markdown section (pure).
+
+A plain call, not a task run: a pure step of a few ms whose findings are in the round's
+artifacts and alerts; a task run would cost the round more than the step itself."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from ground.settings import load_settings
 from probes.peer_round import PEER_OUTLIER, PeerRound, judge_with_peers
@@ -14,8 +14,7 @@ from probes.probeset import ProbeSetResult
 from probes.types import Contract, Outcome
 
 
-@task(name="peer-comparison", cache_policy=NO_CACHE)
-async def compare_with_peers(
+def compare_with_peers(
     outcomes: Mapping[str, Sequence[Outcome]],
     results: Mapping[str, ProbeSetResult],
     exclude: Collection[str],

@@ -8,8 +8,10 @@ taking them as parameters, so no secret ever becomes a recorded parameter.
 Every task is async, pure steps too: the round is an async flow, and Prefect runs a sync
 task called from it through its own event-loop thread (~50 ms a task run, against a few ms
 for an async one). The round passes its large arguments `unwalked`. Reading the state block
-and the exclusion layers are plain calls, not task runs: their results are not readable in
-the UI, and every task run is recorded by the server while the round waits to write."""
+and the exclusion layers, the peer comparison and the ledger write are plain calls, not task
+runs: they are not steps of O1's DAG, their results are in the round's artifacts, and every
+task run costs the round a few ms and the server several writes while the round waits to
+write."""
 
 from __future__ import annotations
 
@@ -237,14 +239,14 @@ async def apply_report(
     return await aupdate_state(report.model, update, lock_held=lock_held, known=known)
 
 
-@task(name="record-ledger", cache_policy=NO_CACHE)
 async def record_ledger(
     report: RoundReport,
     outcomes: Mapping[str, Sequence[Outcome]],
     decisions: Sequence[Decision],
 ) -> None:
     """One ledger row per endpoint of the round and one per decision, in one transaction
-    (in a worker thread, so the round's other audit writes go on meanwhile)."""
+    (in a worker thread, so the round's other audit writes go on meanwhile). A plain call,
+    not a task run: a failed write is the round's warning, alert and event (`publish`)."""
     await asyncio.to_thread(
         _record, load_settings().resolved_ledger_url, report, outcomes, decisions
     )

@@ -120,7 +120,7 @@ async def test_o3_round_artifacts_status_block_and_graph_show_the_evidence(
 
     # the graph: a red verdict task run for the failing endpoint, named after the contract,
     # one for the clean ones, and the round's steps (O1), not a task run per endpoint probed
-    runs = await final_task_runs(run_id, expected=9)
+    runs = await final_task_runs(run_id, expected=7)
     failed = runs["bad/fp8: failed start"]
     assert failed.state.type.value == "FAILED" and failed.state.name == FAILED_STATE_NAME
     assert f"{REPLIES} of {REPLIES} replies anomalous" in (failed.state.message or "")
@@ -128,7 +128,7 @@ async def test_o3_round_artifacts_status_block_and_graph_show_the_evidence(
     assert clean.state.type.value == "COMPLETED" and clean.state.name == "Clean"
     assert clean.state.message == "a/fp8, b/fp8, c/fp8"
     steps = {r.task_key.rsplit("-", 1)[0] for r in runs.values()}
-    assert len(runs) == 9 and {n for n in runs if n.startswith("probe ")} == {"probe 4 endpoints"}
+    assert len(runs) == 7 and {n for n in runs if n.startswith("probe ")} == {"probe 4 endpoints"}
     assert {
         "discover_endpoints",
         "pinned_probes",
