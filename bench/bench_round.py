@@ -283,7 +283,10 @@ def main() -> None:
         CANARY_NOTIFICATION_BLOCK="",
         PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL="WARNING",  # the runs still log to the API
     )
-    os.environ.update(server_env())  # the embedded server's settings (no telemetry, batches)
+    if args.server == "harness":  # the embedded server's settings (no telemetry, batches)
+        os.environ.update(server_env())
+    else:  # the scale-out recipe's server (README "Scale-out"): Prefect's defaults
+        os.environ.update(PREFECT_SERVER_ANALYTICS_ENABLED="false")
 
     rounds: dict[int, list[float]] = {n: [] for n in sizes}
     ends: dict[int, list[str]] = {n: [] for n in sizes}
