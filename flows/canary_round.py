@@ -212,7 +212,7 @@ class Judged:
     transcripts: Mapping[str, list[Transcript]] = field(default_factory=dict)  # per endpoint
 
 
-async def probe_and_judge(plan: RoundPlan, concurrency_limit: int, logger: Any) -> Judged:
+async def probe_and_judge(plan: RoundPlan, concurrency_limit: int) -> Judged:
     """Pinned probes and each endpoint's language confirmations (one `pinned-probes` task
     run: `tasks.pinned_probes`) -> majority vote -> control judgement -> round verdicts.
     Shared by the round and a recorded triage."""
@@ -342,7 +342,7 @@ async def _round(
         "round %s: %d endpoints (%d controls), mode %s",
         plan.round_id, len(plan.targets), len(plan.controls), mode.value,
     )  # fmt: skip
-    judged = await probe_and_judge(plan, settings.probe_concurrency, logger)
+    judged = await probe_and_judge(plan, settings.probe_concurrency)
     marking: asyncio.Task[None] | None = None
     try:
         blind = blind_round(
