@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from ground.prefect_server import start_local_server, stop_local_server
+from ground.prefect_server import SERVER_ENV, server_env, start_local_server, stop_local_server
 from ground.settings import Settings
 from quarantine.adapters.lease import lease_name
 from tests.fixtures.canary_env import endpoint, scenario
@@ -42,7 +42,10 @@ def _free_port() -> int:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     home = tmp_path_factory.mktemp("server-faults")
     settings = Settings(_env_file=None, home=home, prefect_port=_free_port())  # type: ignore[call-arg]
-    start_local_server(settings)
+    with pytest.MonkeyPatch.context() as env:  # the server's batching comes from us alone
+        for name in SERVER_ENV:
+            env.delenv(name, raising=False)
+        start_local_server(settings)
     try:
         yield settings
     finally:
@@ -173,3 +176,16 @@ def test_api_gone_mid_round_exits_1_and_a_restarted_server_lets_the_next_round_r
     assert nxt.returncode == 0, err[-3000:]
     assert "a/fp8" in out and "stayed held" not in out, out
     assert _run_state(server, held["flow_run_id"])["type"] == "CRASHED"
+
+
+def test_the_embedded_server_records_task_runs_and_events_in_batches(server: Settings) -> None:
+    """The local server runs with `SERVER_ENV` (read back from its own settings API), and
+    a variable the operator set wins over our default."""
+    found = httpx.get(f"{_api(server)}/admin/settings", timeout=10).json()
+    services = found["server"]["services"]
+    assert services["task_run_recorder"]["batch_size"] == 500
+    assert services["task_run_recorder"]["flush_interval"] == 2
+    assert services["event_persister"]["batch_size"] == 500
+    assert found["server"]["analytics_enabled"] is False
+    mine = {"PREFECT_SERVER_SERVICES_TASK_RUN_RECORDER_BATCH_SIZE": "1"}
+    assert server_env(mine) == {**SERVER_ENV, **mine}
