@@ -1,14 +1,15 @@
 """The canary round (O1): one flow run per model per round.
 
-    discover ─► pinned probes (every endpoint, suspended ones and controls too), each
-                 endpoint's language confirmations (2 more attempts per language failure)
-                 right after its own probes
+    discover ─► pinned probes (one task run for every endpoint, suspended ones and
+                 controls too), each endpoint's language confirmations (2 more attempts per
+                 language failure) right after its own probes
              ─► majority vote (2 of 3) ─► peer comparison (each rate contract against the
                  other endpoints; model-level findings) ─► round verdicts (controls judge
                  the refusal probe)
              ─► policy step with the capacity floor ─► apply (enforce) / record (observe)
-             ─► one `verdict` task run per endpoint (red when a contract failed:
-                 flows/graph.py), with the ledger rows and artifacts
+             ─► a `verdict` task run per endpoint with a story (red when a contract
+                 failed) and one for the clean ones (flows/graph.py), with the ledger rows
+                 and artifacts
                  (flows/round_artifacts.py) ─► events, admin notifications
 
 `at` is the round's logical time (default now), so rounds can be replayed and
@@ -63,7 +64,7 @@ from probes.contracts import ControlVerdict, judge_controls
 from probes.errors import DiscoveryError
 from probes.peer_round import PeerRound
 from probes.types import Contract, Outcome, Transcript
-from quarantine.adapters.ignore import ExclusionLayers, aread_layers
+from quarantine.adapters.ignore import aread_layers
 from quarantine.adapters.lease import Lease, LeaseLostError, LeaseTimeoutError
 from quarantine.adapters.locking import serialised
 from quarantine.adapters.store import aload_state, state_lock_name
@@ -355,18 +356,16 @@ async def _round(
         async with AsyncExitStack() as writing:
             # Never apply under a round lock this run no longer holds (checked while the
             # layers are read); the state-write lock is taken meanwhile, not after, so the
-            # apply is one read and one write. All three end before anything is raised: a
-            # lock taken is always given back.
-            done = await asyncio.gather(
-                aread_layers(model),
-                lease.check(),
-                writing.enter_async_context(serialised(state_lock_name(model))),
-                return_exceptions=True,
+            # apply is one read and one write. The lock request ends before anything is
+            # raised, so a lock taken is always given back (by `writing`).
+            taking = asyncio.create_task(
+                writing.enter_async_context(serialised(state_lock_name(model)))
             )
-            for failure in done:
-                if isinstance(failure, BaseException):
-                    raise failure
-            layers = cast(ExclusionLayers, done[0])
+            try:
+                layers, _ = await asyncio.gather(aread_layers(model), lease.check())
+            finally:
+                await asyncio.wait([taking])
+            await taking  # a lock that could not be taken fails the round, as in `apply`
             report = round_report(plan, judged, mode, layers.entries(state, at))
             planned = await tasks.policy_step(unwalked(state), unwalked(report))
             new_state, decisions = await tasks.apply_report(
@@ -380,9 +379,9 @@ async def _round(
         # From here on the state is applied: audit material and alerts are best-effort, so a
         # broken webhook or artifact write cannot fail the run (and hide its decisions). The
         # artifact and ledger writes start first, the verdict task runs next to them: creating
-        # a task run per endpoint holds the event loop a few ms each, and the writes are on
-        # their way meanwhile. (Started before the state write, the server's recording of the
-        # verdict task runs held that write up: at 100 endpoints for seconds.)
+        # a task run holds the event loop a few ms, and the writes are on their way meanwhile.
+        # (Started before the state write, the server's recording of the verdict task runs
+        # held that write up.)
         publishing = asyncio.create_task(
             publish(
                 plan,

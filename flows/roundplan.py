@@ -132,8 +132,7 @@ def launch_order(targets: Sequence[Endpoint]) -> list[Endpoint]:
     median latency (`latency_p50_s`), an endpoint without one first of all (it may be the
     slowest), ties in plan order. Longest first keeps the round near its slowest endpoint's
     chain: with bounded probe concurrency no slow endpoint waits for a slot behind fast
-    ones, and at any concurrency the slow ones do not wait for the others' task runs to be
-    started (a few ms each)."""
+    ones, and at any concurrency the slow ones are not the last to open their clients."""
     return sorted(
         targets,
         key=lambda e: -e.latency_p50_s if e.latency_p50_s is not None else -math.inf,
