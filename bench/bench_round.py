@@ -48,9 +48,7 @@ import argparse
 import asyncio
 import cProfile
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -171,53 +169,37 @@ def _profiled_round(n: int, at: datetime, out: Path) -> None:
 
 @contextmanager
 def _postgres_server(home: Path) -> Iterator[None]:
-    """`prefect server start` on a throwaway PostgreSQL cluster; PREFECT_API_URL points at
-    it for the block."""
-    import httpx
-
+    """`prefect server start` on a throwaway PostgreSQL cluster, started and stopped as
+    `make scale-test` does; PREFECT_API_URL points at it for the block."""
+    from ground.prefect_server import healthy
     from scale.postgres import throwaway_cluster
+    from scale.slot_test import Processes, free_port, wait_for
 
+    home.mkdir(parents=True, exist_ok=True)
+    procs = Processes(home)
     with throwaway_cluster() as pg:
         pg.create_database("prefect")
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = free_port()
         api = f"http://127.0.0.1:{port}/api"
-        home.mkdir(parents=True, exist_ok=True)
         env = {
             **os.environ,
             "PREFECT_HOME": str(home / "prefect"),
             "PREFECT_API_DATABASE_CONNECTION_URL": pg.url("prefect", driver="asyncpg"),
         }
-        log = (home / "prefect-server.log").open("wb")
-        server = subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-             "--port", str(port)],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
         try:
-            deadline = time.monotonic() + 180
-            while True:
-                try:
-                    if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"prefect server on PostgreSQL did not start: see {log.name}"
-                    )
-                time.sleep(0.5)
+            server = procs.start(
+                "prefect-server",
+                [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+                 "--port", str(port)],
+                env,
+            )  # fmt: skip
+            wait_for(f"prefect server on PostgreSQL ({home}/prefect-server.log)",
+                     lambda: healthy(api), 180, server)  # fmt: skip
             os.environ["PREFECT_API_URL"] = api
             yield
         finally:
             os.environ.pop("PREFECT_API_URL", None)
-            server.terminate()
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-            log.close()
+            procs.stop_all()
 
 
 def _server(kind: str, home: Path) -> AbstractContextManager[object]:

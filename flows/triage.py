@@ -69,7 +69,7 @@ async def triage(
     decisions: list[dict[str, Any]] = []
     if record:
         decisions = await _record(model, provider, locale, discovered, now, logger)
-    logger.info("triage %s: %s", provider, ", ".join(f"{o.contract}={o.status}" for o in outcomes))
+    logger.info("triage %s: %s", provider, tasks.brief(outcomes))
     return {
         "model": model,
         "provider": provider,

@@ -48,9 +48,9 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import httpx
 import yaml
 
+from ground.prefect_server import healthy
 from scale.postgres import Cluster, throwaway_cluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,13 +220,6 @@ def wait_for(what: str, check: Any, timeout_s: float, proc: subprocess.Popen[byt
             return value
         time.sleep(0.3)
     raise RuntimeError(f"{what}: not ready within {timeout_s:.0f} s")
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 # ---------------------------------------------------------------- the slot
@@ -519,7 +512,7 @@ def _with_cluster(pg: Cluster, args: argparse.Namespace, models: list[str], tmp:
             [py, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
             env,
         )
-        wait_for("prefect server", lambda: _healthy(f"{api}/health"), 180, server)
+        wait_for("prefect server", lambda: healthy(api), 180, server)
     os.environ.update(PREFECT_API_URL=api)
 
     (tmp / "scenario.yaml").write_text(yaml.safe_dump(fleet_scenario(args.models, args.endpoints)))
