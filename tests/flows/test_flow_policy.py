@@ -32,6 +32,17 @@ HALF_HOUR = timedelta(minutes=30)
 SWITCHES_ALWAYS = [{"kind": "language_switch", "rate": 1.0, "to": "en", "alt": "de"}]
 
 
+def _load_with_switching_host(canary_env: FleetHandle, model: str, *others: dict[str, Any]) -> None:
+    """`model` served by a/fp8 and b/fp8 (clean), always/fp8 (switches language every
+    time) and `others`."""
+    load_model(
+        canary_env,
+        model,
+        [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("always/fp8", defects=SWITCHES_ALWAYS),
+         *others],
+    )  # fmt: skip
+
+
 async def _round(model: str, at: datetime, mode: str = "enforce") -> RoundSummary:
     summary = await canary_round(model=model, mode=mode, at=at)
     assert isinstance(summary, RoundSummary)
@@ -297,16 +308,7 @@ async def test_c8_language_failure_confirmed_by_majority_and_locale_sticks(
     # first_n: every request of the first probe set switches, the confirmations do not
     set_size = 3 + load_settings().start_samples  # language, refusal, structured, start x n
     once = [{"kind": "language_switch", "first_n": set_size, "to": "en", "alt": "de"}]
-    load_model(
-        canary_env,
-        model,
-        [
-            endpoint("a/fp8"),
-            endpoint("b/fp8"),
-            endpoint("always/fp8", defects=SWITCHES_ALWAYS),
-            endpoint("once/fp8", defects=once),
-        ],
-    )
+    _load_with_switching_host(canary_env, model, endpoint("once/fp8", defects=once))
     first = await _round(model, T0)
     rows = {tag: (locale, verdict, why) for tag, locale, verdict, why in first.endpoints}
     assert rows["always/fp8"][1] == "failed" and "language:language_switch" in rows["always/fp8"][2]
@@ -329,16 +331,7 @@ async def test_c8_an_endpoints_confirmations_do_not_wait_for_the_slowest_endpoin
     is its slowest endpoint's chain, not the slowest probe set plus the confirmations."""
     model = "test/lang-pipeline"
     slow = {"ttft_s": 7.6, "tokens_per_s": 100, "jitter": 0.0}  # 1.9 s at the tests' scale
-    load_model(
-        canary_env,
-        model,
-        [
-            endpoint("a/fp8"),
-            endpoint("b/fp8"),
-            endpoint("always/fp8", defects=SWITCHES_ALWAYS),
-            endpoint("slow/fp8", timing=slow),
-        ],
-    )
+    _load_with_switching_host(canary_env, model, endpoint("slow/fp8", timing=slow))
     canary_env.clear_requests()
     summary = await _round(model, T0)
     rows = {tag: verdict for tag, _, verdict, _ in summary.endpoints}
@@ -361,12 +354,7 @@ async def test_o1_o3_the_graph_holds_the_rounds_steps_and_a_task_run_per_endpoin
     task run for the failing endpoint and one `clean` task run naming the others (O3). No
     endpoint has a probe task run of its own."""
     model = "test/graph"
-    tags = ["a/fp8", "b/fp8", "c/fp8", "always/fp8"]
-    load_model(
-        canary_env,
-        model,
-        [*(endpoint(t) for t in tags[:3]), endpoint("always/fp8", defects=SWITCHES_ALWAYS)],
-    )
+    _load_with_switching_host(canary_env, model, endpoint("c/fp8"))
     state = await canary_round(model=model, mode="enforce", at=T0, return_state=True)
     assert state.is_completed(), state
     run_id = state.state_details.flow_run_id
