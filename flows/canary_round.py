@@ -48,7 +48,7 @@ from pydantic import BaseModel
 
 from flows import tasks
 from flows.blind import end_blind
-from flows.graph import clean_label, has_story, verdict_label
+from flows.graph import clean_label, endpoint_count, has_story, verdict_label
 from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_event, notify_admins
 from flows.peer_step import compare_with_peers, finding_lines, observe_only_reasons
 from flows.render import endpoint_lines, evidence_lines
@@ -217,9 +217,8 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int) -> Judged:
     """Pinned probes and each endpoint's language confirmations (one `pinned-probes` task
     run: `tasks.pinned_probes`) -> majority vote -> control judgement -> round verdicts.
     Shared by the round and a recorded triage."""
-    count = len(plan.targets)
     chains = await tasks.pinned_probes(
-        f"{count} endpoint{'' if count == 1 else 's'}",
+        endpoint_count(len(plan.targets)),
         unwalked(plan.targets),
         unwalked(plan.locales),
         plan.start_locale,

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from prefect.states import Completed, Failed, State
 
+from probes.textutil import excerpt
 from quarantine.verdicts import ProviderRound, RoundVerdict
 
 TASK_NAME = "verdict"
@@ -57,25 +58,29 @@ def has_story(verdict: ProviderRound) -> bool:
     return verdict.verdict is not RoundVerdict.CLEAN or bool(verdict.ignored_reasons)
 
 
+def endpoint_count(count: int) -> str:
+    """`1 endpoint`, `18 endpoints`: in task run names."""
+    return f"{count} endpoint{'' if count == 1 else 's'}"
+
+
 def clean_label(tags: Sequence[str]) -> str:
     """The task run name for the endpoints without a story: `clean: 18 endpoints`."""
-    return f"clean: {len(tags)} endpoint{'' if len(tags) == 1 else 's'}"
+    return f"clean: {endpoint_count(len(tags))}"
 
 
 def clean_state(tags: Sequence[str]) -> State:
     """Completed "Clean", the message naming the endpoints (bounded like a verdict's)."""
-    message = ", ".join(sorted(tags))
-    if len(message) > MESSAGE_CHARS:
-        message = message[: MESSAGE_CHARS - 1] + "…"
-    return Completed(name="Clean", message=message, data=sorted(tags))
+    return Completed(
+        name="Clean", message=excerpt(", ".join(sorted(tags)), MESSAGE_CHARS), data=sorted(tags)
+    )
 
 
 def verdict_state(verdict: ProviderRound, evidence: Sequence[str] = ()) -> State:
     """The task run's final state: Failed for a failed verdict, Completed otherwise; the
     message carries the reasons and the numbers (bounded)."""
-    message = "; ".join([*verdict.reasons, *evidence]) or verdict.verdict.value
-    if len(message) > MESSAGE_CHARS:
-        message = message[: MESSAGE_CHARS - 1] + "…"
+    message = excerpt(
+        "; ".join([*verdict.reasons, *evidence]) or verdict.verdict.value, MESSAGE_CHARS
+    )
     if verdict.verdict is RoundVerdict.FAILED:
         return Failed(name=FAILED_STATE_NAME, message=message, data=verdict)
     name = "Frozen" if verdict.verdict is RoundVerdict.FROZEN else "Clean"
