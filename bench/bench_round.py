@@ -18,7 +18,9 @@ endpoint count asked (default 20 and 100):
                DAG (O1, O3), on the same server
 
 and prints round/critical and round/bare (aims: round <= 1.2x the critical path at 20
-endpoints, <= 1.1x at 100). With two or more sizes it also fits overhead = fixed +
+endpoints, <= 1.1x at 100), then where a round's time goes: before its probes (call to the
+start of its `pinned-probes` task run), the probes, and after them (their end to the
+flow's return), beside the allowance the aim leaves over the critical path. With two or more sizes it also fits overhead = fixed +
 per_endpoint * N: `fixed` is the per-round cost that does not grow with the endpoints
 (aim <= 0.5 s). A small --time-scale makes the probes nearly free, so the round wall
 itself shows the fixed cost.
@@ -53,8 +55,10 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from uuid import UUID
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -62,6 +66,9 @@ sys.path.insert(0, str(ROOT))
 from ground.prefect_server import server_env  # noqa: E402
 from tests.fixtures.canary_env import endpoint  # noqa: E402
 from tests.fixtures.fleet import FleetHandle, start_fleet, stop_fleet  # noqa: E402
+
+AIMS = {20: 1.2, 100: 1.1}  # round / critical path (issue 13)
+RECORDER_FLUSH_S = 3.0  # the embedded server records task runs every 2 s (SERVER_ENV)
 
 
 def model_id(n: int) -> str:
@@ -125,13 +132,53 @@ async def bare(n: int, at: datetime) -> tuple[float, float]:
     return time.perf_counter() - start, max(chains)
 
 
-async def one_round(n: int, at: datetime) -> tuple[float, str]:
-    """Wall time of one round and the name of its final state."""
+@dataclass(frozen=True)
+class RoundRun:
+    wall: float
+    end: str  # the name of the run's final state
+    flow_run_id: UUID | None
+    called: datetime  # wall clock when the flow was called and when it returned
+    returned: datetime
+
+
+async def one_round(n: int, at: datetime) -> RoundRun:
+    """Wall time of one round, the name of its final state and its flow run."""
     from flows.canary_round import canary_round
 
+    called = datetime.now(UTC)
     start = time.perf_counter()
     state = await canary_round(model=model_id(n), mode="observe", at=at, return_state=True)
-    return time.perf_counter() - start, state.name or state.type.value
+    wall = time.perf_counter() - start
+    end = state.name or state.type.value
+    return RoundRun(wall, end, state.state_details.flow_run_id, called, datetime.now(UTC))
+
+
+async def phases(runs: list[RoundRun]) -> list[tuple[float, float, float]]:
+    """(before, probes, after) of each round: from the call to the start of its
+    `pinned-probes` task run, that task run, and from its end to the flow's return, by
+    the task run's times as the Prefect server recorded them."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    ids = [r.flow_run_id for r in runs if r.flow_run_id is not None]
+    async with get_client() as client:
+        task_runs = await client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids))
+        )
+    probes = {t.flow_run_id: t for t in task_runs if t.task_key.startswith("pinned_probes")}
+    out = []
+    for r in runs:
+        t = probes.get(r.flow_run_id)
+        if t is None or t.start_time is None or t.end_time is None:
+            continue
+        out.append(
+            (
+                (t.start_time - r.called).total_seconds(),
+                (t.end_time - t.start_time).total_seconds(),
+                (r.returned - t.end_time).total_seconds(),
+            )
+        )
+    return out
 
 
 async def prefect_floor() -> float:
@@ -271,6 +318,8 @@ def main() -> None:
         os.environ.update(PREFECT_SERVER_ANALYTICS_ENABLED="false")
 
     rounds: dict[int, list[float]] = {n: [] for n in sizes}
+    runs: dict[int, list[RoundRun]] = {n: [] for n in sizes}
+    split: dict[int, list[tuple[float, float, float]]] = {n: [] for n in sizes}
     ends: dict[int, list[str]] = {n: [] for n in sizes}
     bares: dict[int, list[float]] = {n: [] for n in sizes}
     api_url: str | None = None
@@ -290,15 +339,20 @@ def main() -> None:
             for i in range(args.repeats):
                 for n in sizes:
                     settle()
-                    wall, end = asyncio.run(one_round(n, at + timedelta(minutes=30 * i)))
-                    rounds[n].append(wall)
-                    ends[n].append(end)
+                    run = asyncio.run(one_round(n, at + timedelta(minutes=30 * i)))
+                    runs[n].append(run)
+                    rounds[n].append(run.wall)
+                    ends[n].append(run.end)
                     settle()
                     wall, slowest = asyncio.run(bare(n, at + timedelta(minutes=30 * i)))
                     bares[n].append(wall)
                     critical[n].append(slowest)
                     settle()
                     floors[n].append(asyncio.run(prefect_floor()))
+            settle()
+            time.sleep(RECORDER_FLUSH_S)  # the server has recorded the last task runs
+            for n in sizes:
+                split[n] = asyncio.run(phases(runs[n]))
             if args.profile is not None:
                 for n in sizes:
                     later = at + timedelta(minutes=30 * args.repeats)
@@ -341,6 +395,21 @@ def main() -> None:
         )
         if any(e != "Completed" for e in ends[n]):
             print(f"{n} endpoints: rounds ended {', '.join(ends[n])} (not all Completed)")
+    print(
+        "where a round's time goes (medians; the pinned-probes task run's times as the server "
+        "recorded them): before = call to probes start (flow run start, round lock, state "
+        "read, discovery), after = probes end to return (judging, locks, policy, apply, "
+        "artifacts, final state); allowance = what the aim leaves over the critical path"
+    )
+    print(f"{'endpoints':>9} {'before s':>8} {'probes s':>8} {'after s':>8} {'allowance s':>11}")
+    for n in sizes:
+        if not split[n]:
+            print(f"{n:>9} (no pinned-probes task run recorded)")
+            continue
+        before, probes, after = (statistics.median(x[k] for x in split[n]) for k in range(3))
+        aim = AIMS.get(n)
+        allowance = f"{(aim - 1) * statistics.median(critical[n]):>11.2f}" if aim else f"{'-':>11}"
+        print(f"{n:>9} {before:>8.2f} {probes:>8.2f} {after:>8.2f} {allowance}")
     if args.profile is not None:
         print(f"profiles: {args.profile}/round-<N>.prof")
 
