@@ -18,11 +18,13 @@ endpoint count asked (default 20 and 100):
                DAG (O1, O3), on the same server
 
 and prints round/critical and round/bare (aims: round <= 1.2x the critical path at 20
-endpoints, <= 1.1x at 100), then where a round's time goes: before its probes (call to the
-start of its `pinned-probes` task run), the probes, and after them (their end to the
-flow's return), beside the allowance the aim leaves over the critical path. With two or more sizes it also fits overhead = fixed +
-per_endpoint * N: `fixed` is the per-round cost that does not grow with the endpoints
-(aim <= 0.5 s). A small --time-scale makes the probes nearly free, so the round wall
+endpoints, <= 1.1x at 100) as ratios of the medians, and `paired`: the median over the
+repeats of round / critical of the bare run right after it (noise that hits a pair alike
+cancels). Then where a round's time goes: before its probes (call to the start of its
+`pinned-probes` task run), the probes, and after them (their end to the flow's return),
+beside the allowance the aim leaves over the critical path. With two or more sizes it also
+fits overhead = fixed + per_endpoint * N: `fixed` is the per-round cost that does not grow
+with the endpoints (aim <= 0.5 s). A small --time-scale makes the probes nearly free, so the round wall
 itself shows the fixed cost.
 
 Every size has its own model on one fleet; rounds and bare runs alternate (size by size,
@@ -366,15 +368,16 @@ def main() -> None:
     )
     head = (
         f"{'endpoints':>9} {'round s':>8} {'critical s':>10} {'bare s':>7} "
-        f"{'round/crit':>10} {'round/bare':>10} {'overhead s':>10} {'floor s':>8}"
+        f"{'round/crit':>10} {'paired':>7} {'round/bare':>10} {'overhead s':>10} {'floor s':>8}"
     )
     print(head)
     overheads: list[float] = []
     for n in sizes:
         r, b, c, f = (statistics.median(x[n]) for x in (rounds, bares, critical, floors))
         overheads.append(r - b)
+        paired = statistics.median(x / y for x, y in zip(rounds[n], critical[n], strict=True))
         print(
-            f"{n:>9} {r:>8.2f} {c:>10.2f} {b:>7.2f} {r / c:>9.2f}x {r / b:>9.2f}x "
+            f"{n:>9} {r:>8.2f} {c:>10.2f} {b:>7.2f} {r / c:>9.2f}x {paired:>6.2f}x {r / b:>9.2f}x "
             f"{r - b:>10.2f} {f:>8.2f}"
         )
     fit = _fit(sizes, overheads)
