@@ -24,8 +24,8 @@ cancels). Then where a round's time goes: before its probes (call to the start o
 `pinned-probes` task run), the probes, and after them (their end to the flow's return),
 beside the allowance the aim leaves over the critical path. With two or more sizes it also
 fits overhead = fixed + per_endpoint * N: `fixed` is the per-round cost that does not grow
-with the endpoints (aim <= 0.5 s). A small --time-scale makes the probes nearly free, so the round wall
-itself shows the fixed cost.
+with the endpoints (aim <= 0.5 s). A small --time-scale makes the probes nearly free, so
+the round wall itself shows the fixed cost.
 
 Every size has its own model on one fleet; rounds and bare runs alternate (size by size,
 repeat by repeat) so machine noise hits both alike, and each run waits for a quiet machine
