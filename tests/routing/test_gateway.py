@@ -213,7 +213,9 @@ async def test_r10_r11_events_hashed_metrics_and_report(
             "select outcome, attempts, fallbacks, prompt_sha256 from routing_requests"
         ).fetchall()
     dump = json.dumps(rows, default=str)
-    assert fleet.key not in dump and KEY not in dump and "4111" not in dump
+    # no key and no prompt text: words, not the card digits, which a latency float can hold
+    assert fleet.key not in dump and KEY not in dump
+    assert "customer" not in dump and "card 4111" not in dump and "charged" not in dump
     digest = sha256_text([{"role": "user", "content": prompt}])
     # the first request is rejected on alpha and falls back; health ranking sends the second to beta
     assert reqs == [("accepted", 2, 1, digest), ("accepted", 1, 0, digest)]
