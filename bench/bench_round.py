@@ -60,6 +60,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +71,6 @@ from tests.fixtures.canary_env import endpoint  # noqa: E402
 from tests.fixtures.fleet import FleetHandle, start_fleet, stop_fleet  # noqa: E402
 
 AIMS = {20: 1.2, 100: 1.1}  # round / critical path (issue 13)
-RECORDER_FLUSH_S = 3.0  # the embedded server records task runs every 2 s (SERVER_ENV)
 
 
 def model_id(n: int) -> str:
@@ -158,29 +158,30 @@ async def one_round(n: int, at: datetime) -> RoundRun:
 async def phases(runs: list[RoundRun]) -> list[tuple[float, float, float]]:
     """(before, probes, after) of each round: from the call to the start of its
     `pinned-probes` task run, that task run, and from its end to the flow's return, by
-    the task run's times as the Prefect server recorded them."""
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    the task run's times as the Prefect server recorded them (it records task runs in
+    batches: this waits up to a minute for them)."""
+    from tests.fixtures.prefect import task_runs_of
 
     ids = [r.flow_run_id for r in runs if r.flow_run_id is not None]
-    async with get_client() as client:
-        task_runs = await client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids))
+    probes: dict[UUID | None, Any] = {}
+    for _ in range(120):
+        probes = {
+            t.flow_run_id: t
+            for t in await task_runs_of(ids)
+            if t.task_key.startswith("pinned_probes") and t.start_time and t.end_time
+        }
+        if len(probes) >= len(ids):
+            break
+        await asyncio.sleep(0.5)
+    return [
+        (
+            (t.start_time - r.called).total_seconds(),
+            (t.end_time - t.start_time).total_seconds(),
+            (r.returned - t.end_time).total_seconds(),
         )
-    probes = {t.flow_run_id: t for t in task_runs if t.task_key.startswith("pinned_probes")}
-    out = []
-    for r in runs:
-        t = probes.get(r.flow_run_id)
-        if t is None or t.start_time is None or t.end_time is None:
-            continue
-        out.append(
-            (
-                (t.start_time - r.called).total_seconds(),
-                (t.end_time - t.start_time).total_seconds(),
-                (r.returned - t.end_time).total_seconds(),
-            )
-        )
-    return out
+        for r in runs
+        if (t := probes.get(r.flow_run_id)) is not None
+    ]
 
 
 async def prefect_floor() -> float:
@@ -351,8 +352,6 @@ def main() -> None:
                     critical[n].append(slowest)
                     settle()
                     floors[n].append(asyncio.run(prefect_floor()))
-            settle()
-            time.sleep(RECORDER_FLUSH_S)  # the server has recorded the last task runs
             for n in sizes:
                 split[n] = asyncio.run(phases(runs[n]))
             if args.profile is not None:
