@@ -29,6 +29,7 @@ from tests.fixtures.prefect import final_task_runs
 
 T0 = datetime(2026, 11, 2, 0, 0, tzinfo=UTC)
 HALF_HOUR = timedelta(minutes=30)
+SLOW = {"ttft_s": 7.6, "tokens_per_s": 100, "jitter": 0.0}  # 1.9 s at the tests' scale
 SWITCHES_ALWAYS = [{"kind": "language_switch", "rate": 1.0, "to": "en", "alt": "de"}]
 
 
@@ -330,8 +331,7 @@ async def test_c8_an_endpoints_confirmations_do_not_wait_for_the_slowest_endpoin
     probe set ends, while a slow endpoint is still being probed: the round's critical path
     is its slowest endpoint's chain, not the slowest probe set plus the confirmations."""
     model = "test/lang-pipeline"
-    slow = {"ttft_s": 7.6, "tokens_per_s": 100, "jitter": 0.0}  # 1.9 s at the tests' scale
-    _load_with_switching_host(canary_env, model, endpoint("slow/fp8", timing=slow))
+    _load_with_switching_host(canary_env, model, endpoint("slow/fp8", timing=SLOW))
     canary_env.clear_requests()
     summary = await _round(model, T0)
     rows = {tag: verdict for tag, _, verdict, _ in summary.endpoints}
@@ -383,8 +383,7 @@ async def test_o2_a_round_that_lost_its_lock_applies_nothing_and_gives_the_state
     round takes the state-write lock while it checks the round lock, finds it lost, applies
     nothing and gives the state-write lock back at once (not after its 60 s lease)."""
     model = "test/lock-lost"
-    slow = {"ttft_s": 7.6, "tokens_per_s": 100, "jitter": 0.0}  # 1.9 s at the tests' scale
-    load_model(canary_env, model, [endpoint("a/fp8"), endpoint("slow/fp8", timing=slow)])
+    load_model(canary_env, model, [endpoint("a/fp8"), endpoint("slow/fp8", timing=SLOW)])
     running = asyncio.create_task(
         canary_round(model=model, mode="enforce", at=T0, return_state=True)
     )
