@@ -27,7 +27,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ground.settings import load_settings  # noqa: E402
+from ground.settings import ProbeConfig, load_settings  # noqa: E402
 from probes.client import ProbeClient  # noqa: E402
 from probes.prompts import prompt_for  # noqa: E402
 from probes.types import Contract, Endpoint  # noqa: E402
@@ -85,7 +85,7 @@ async def run(root: str, rounds: int) -> None:
     rows: dict[str, dict[str, list[float]]] = {
         n: {"err": [], "wall": [], "cpu": []} for n in ("probe", "bare")
     }
-    async with ProbeClient(base, key, ttft_threshold_s=10.0) as client:
+    async with ProbeClient(base, key, ProbeConfig()) as client:
         endpoints = {e.tag: e for e in await client.discover(MODEL)}
         http = httpx.AsyncClient(
             headers={"Authorization": f"Bearer {key}"},

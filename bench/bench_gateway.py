@@ -183,7 +183,7 @@ def main() -> None:
             **env,
             "CANARY_BASE_URL": fleet_url,
             "CANARY_API_KEY": key,
-            "CANARY_GATEWAY_KEYS": "bench-key",
+            "CANARY_GATEWAY__KEYS": "bench-key",
         }
         serve = ["-m", "canary.cli", "gateway", "serve", "--port", "0", "--contracts",
                  str(contracts), "--no-quarantine"]  # fmt: skip

@@ -28,10 +28,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ground.settings import ProbeConfig  # noqa: E402
 from probes.exact import binom_pmf, bonferroni, fisher_greater  # noqa: E402
-from probes.peers import MIN_EFFECT, PEER_ALPHA  # noqa: E402
+from probes.integrity import MIN_ANOMALOUS  # noqa: E402
 
-MIN_REPLIES, MIN_ANOMALOUS, MIN_SHARE = 3, 2, 0.15  # C9's absolute bar (probes/integrity.py)
+DEFAULTS = ProbeConfig()
+PEER_ALPHA, MIN_EFFECT = DEFAULTS.peer_alpha, DEFAULTS.peer_min_effect
+MIN_REPLIES, MIN_SHARE = DEFAULTS.start_anomaly_min_replies, DEFAULTS.start_anomaly_share
 TAIL = 1e-12  # peer outcomes less likely than this are left out of the sum
 
 

@@ -607,7 +607,7 @@ def main() -> None:
             **env,
             "CANARY_BASE_URL": fleet_api,
             "CANARY_API_KEY": FLEET_KEY,
-            "CANARY_GATEWAY_KEYS": "bench-key",
+            "CANARY_GATEWAY__KEYS": "bench-key",
         }
         gw_args = ["gateway", "serve", "--port", "0", "--contracts", str(contracts),
                    "--no-quarantine"]  # fmt: skip

@@ -109,19 +109,9 @@ async def bare(n: int, at: datetime) -> tuple[float, float]:
     async def chain(ep: Endpoint, locale: str, start_locale: str | None) -> None:
         t0 = time.perf_counter()
         async with ProbeClient.from_settings(settings) as client:
-            result = await run_probe_set(
-                client,
-                ep,
-                locale,
-                start_samples=settings.start_samples,
-                ttft_threshold_s=settings.ttft_threshold_s,
-                max_tokens=settings.probe_max_tokens,
-                start_min_replies=settings.start_anomaly_min_replies,
-                start_share=settings.start_anomaly_share,
-                start_locale=start_locale,
-            )
+            result = await run_probe_set(client, ep, locale, start_locale=start_locale)
             if result.outcomes[Contract.LANGUAGE].status is OutcomeStatus.FAIL:
-                await confirm_language(client, ep, locale, max_tokens=settings.probe_max_tokens)
+                await confirm_language(client, ep, locale)
         chains.append(time.perf_counter() - t0)
 
     start = time.perf_counter()
@@ -310,7 +300,7 @@ def main() -> None:
         CANARY_BASE_URL=fleet.base_url,
         CANARY_API_KEY=fleet.key,
         CANARY_HOME=str(home),
-        CANARY_PROBE_CONCURRENCY=str(max(sizes)),  # every endpoint probed at once
+        CANARY_PROBE__CONCURRENCY=str(max(sizes)),  # every endpoint probed at once
         CANARY_CONTROL_PROVIDERS="",
         CANARY_NOTIFICATION_BLOCK="",
         PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL="WARNING",  # the runs still log to the API

@@ -114,7 +114,7 @@ def main() -> None:
             capture_output=True, text=True, check=True,
         ).stdout  # fmt: skip
         rows.append(json.loads(out.rsplit("RESULT ", 1)[1]))
-    concurrency = os.environ.get("CANARY_PROBE_CONCURRENCY", "8 (default)")
+    concurrency = os.environ.get("CANARY_PROBE__CONCURRENCY", "8 (default)")
     print(
         f"one canary round in a fresh process, after a 5-endpoint warm-up round "
         f"(probe concurrency {concurrency}); MB of RSS"

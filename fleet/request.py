@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from fleet.bank import estimate_tokens
 from fleet.schema_check import SchemaProblem, check_schema
 from fleet.selection import ProviderPrefs
+from ground.errors import CanaryError
 
 
 class Message(BaseModel):
@@ -79,7 +80,7 @@ class ChatRequest(BaseModel):
         return None
 
 
-class RequestError(ValueError):
+class RequestError(CanaryError, ValueError):
     """A request body the fleet rejects with HTTP 400 (message names the field)."""
 
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from fleet.toml_lines import key_lines as toml_key_lines
 from fleet.toml_lines import line_of as toml_line_of
+from ground.errors import CanaryError
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 
@@ -44,7 +45,7 @@ DEFAULT_PARAMETERS: tuple[str, ...] = (
 )
 
 
-class ScenarioError(ValueError):
+class ScenarioError(CanaryError, ValueError):
     """A scenario that cannot be loaded; the message names field and line."""
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ground.errors import CanaryError
+
 MAX_DEPTH = 64
 
 _TYPES = {"object", "array", "string", "integer", "number", "boolean", "null"}
@@ -47,7 +49,7 @@ _MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSc
 _LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 
 
-class SchemaProblem(ValueError):
+class SchemaProblem(CanaryError, ValueError):
     """A request's JSON Schema the fleet cannot honour (HTTP 400 `invalid_request`)."""
 
 

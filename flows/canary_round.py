@@ -65,11 +65,12 @@ from probes.errors import DiscoveryError
 from probes.peer_round import PeerRound
 from probes.types import Contract, Outcome, Transcript
 from quarantine.adapters.ignore import aread_layers
-from quarantine.adapters.lease import Lease, LeaseLostError, LeaseTimeoutError
+from quarantine.adapters.lease import Lease
 from quarantine.adapters.locking import serialised
 from quarantine.adapters.store import aload_state, state_lock_name
 from quarantine.blind import blind_discovery, blind_round
 from quarantine.clock import clock_ahead, future_at
+from quarantine.errors import LeaseLostError, LeaseTimeoutError
 from quarantine.exclusions import IgnoreEntry, excluded_by_layers
 from quarantine.models import Decision, Mode, ModelState, RoundReport
 from quarantine.verdicts import ProviderRound, round_verdict
@@ -342,7 +343,7 @@ async def _round(
         "round %s: %d endpoints (%d controls), mode %s",
         plan.round_id, len(plan.targets), len(plan.controls), mode.value,
     )  # fmt: skip
-    judged = await probe_and_judge(plan, settings.probe_concurrency)
+    judged = await probe_and_judge(plan, settings.probe.concurrency)
     marking: asyncio.Task[None] | None = None
     try:
         blind = blind_round(

@@ -20,21 +20,12 @@ def compare_with_peers(
     exclude: Collection[str],
 ) -> PeerRound:
     """Each rate contract of each endpoint against the other endpoints of the round."""
-    s = load_settings()
-    return judge_with_peers(
-        outcomes,
-        results,
-        exclude=exclude,
-        alpha=s.peer_alpha,
-        min_effect=s.peer_min_effect,
-        min_replies=s.start_anomaly_min_replies,
-        min_share=s.start_anomaly_share,
-    )
+    return judge_with_peers(outcomes, results, load_settings().probe, exclude=exclude)
 
 
 def observe_only_reasons() -> frozenset[str]:
     """Failure reasons the round records but does not count (settings decide)."""
-    if load_settings().start_peer_outlier_enforce:
+    if load_settings().probe.start_peer_outlier_enforce:
         return frozenset()
     return frozenset({f"{Contract.START.value}:{PEER_OUTLIER}"})
 

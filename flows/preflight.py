@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ground.clock import as_utc
+from ground.errors import CanaryError
 from ground.settings import Settings
 from probes.client import ProbeClient
 from probes.errors import (
@@ -36,7 +37,7 @@ BAD_INPUT = 2
 RUNTIME = 1
 
 
-class PreflightError(Exception):
+class PreflightError(CanaryError):
     """A check failed before any flow run; `code` is the CLI's exit code."""
 
     code = RUNTIME

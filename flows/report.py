@@ -17,7 +17,7 @@ from prefect.artifacts import acreate_markdown_artifact
 from ground.clock import as_utc
 from ground.settings import DEFAULT_MODEL, Settings, load_settings
 from ground.slugs import model_slug
-from reports.build import Report, build_report, close, read_ledger, window_end, write_report
+from reports.build import Report, open_report, write_report
 from reports.plots import png
 
 INLINE_DPI = 60  # the timeline shown inside the artifact: small enough to keep it light
@@ -73,16 +73,14 @@ async def daily_report(
     settings = load_settings()
     now = as_utc(at or datetime.now(UTC))
     since = now - timedelta(days=since_days)
-    probes, decisions = read_ledger(settings.resolved_ledger_url, model, since)
-    report = build_report(
-        probes,
-        decisions,
-        model=model,
-        now=window_end(probes, now),
+    with open_report(
+        settings.resolved_ledger_url,
+        model,
+        now=now,
         since=since,
-        ttft_bar_s=settings.ttft_threshold_s,
-    )
-    try:
+        ttft_bar_s=settings.probe.ttft_threshold_s,
+        clean_rounds=settings.policy.clean_rounds,
+    ) as report:
         paths = write_report(report, report_dir(settings, model))
         timeline = png(report.figures["verdict_timeline"], dpi=INLINE_DPI)
         await acreate_markdown_artifact(
@@ -90,7 +88,5 @@ async def daily_report(
             markdown=summary_markdown(report, paths, timeline),
             description=f"Health report of {model}: {paths['html']}",
         )
-    finally:
-        close(report)
     get_run_logger().info("report of %s written to %s", model, paths["html"])
     return {"html": str(paths["html"]), **report.summary()}

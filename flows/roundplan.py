@@ -26,13 +26,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ground.clock import as_utc
+from ground.errors import CanaryError
 from ground.slugs import readable_slug
 from probes.types import Endpoint
 
 ROUND_SECONDS = 30 * 60
 
 
-class PlanError(ValueError):
+class PlanError(CanaryError, ValueError):
     """The requested round cannot be planned (e.g. an unknown endpoint subset)."""
 
 

@@ -115,17 +115,7 @@ async def probe_set(
     settings = load_settings()
     try:
         async with ProbeClient.from_settings(settings) as client:
-            result = await run_probe_set(
-                client,
-                endpoint,
-                locale,
-                start_samples=settings.start_samples,
-                ttft_threshold_s=settings.ttft_threshold_s,
-                max_tokens=settings.probe_max_tokens,
-                start_min_replies=settings.start_anomaly_min_replies,
-                start_share=settings.start_anomaly_share,
-                start_locale=start_locale,
-            )
+            result = await run_probe_set(client, endpoint, locale, start_locale=start_locale)
     except Exception as exc:
         _log_unjudged(endpoint, exc)
         return unjudged_set(endpoint, locale, exc)
@@ -160,12 +150,10 @@ async def confirm_language_task(endpoint: Endpoint, locale: str) -> list[Outcome
     settings = load_settings()
     try:
         async with ProbeClient.from_settings(settings) as client:
-            return await confirm_language(
-                client, endpoint, locale, attempts=2, max_tokens=settings.probe_max_tokens
-            )
+            return await confirm_language(client, endpoint, locale)
     except Exception as exc:
         _log_unjudged(endpoint, exc)
-        return unjudged_outcomes(endpoint, locale, exc, attempts=2)
+        return unjudged_outcomes(endpoint, locale, exc, attempts=settings.probe.confirmations)
 
 
 @task(name="majority-vote", cache_policy=NO_CACHE)

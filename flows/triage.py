@@ -96,7 +96,7 @@ async def _record(
     plan = plan_round(
         model, now, discovered, locales=[locale], controls=settings.control_providers, subset=[tag]
     )
-    judged = await probe_and_judge(plan, settings.probe_concurrency)
+    judged = await probe_and_judge(plan, settings.probe.concurrency)
     await mark_verdicts(judged, logger)
     layers = await aread_layers(model)
     report = round_report(

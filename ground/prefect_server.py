@@ -36,10 +36,11 @@ from pathlib import Path
 
 import httpx
 
+from ground.errors import CanaryError
 from ground.settings import Settings
 
 
-class PrefectUnavailable(RuntimeError):
+class PrefectUnavailable(CanaryError, RuntimeError):
     """The Prefect API could not be reached or started."""
 
 

@@ -7,16 +7,20 @@ comma-separated string (`a,b`). Secrets are `SecretStr`: they print as
 `**********` and never reach logs, artifacts or events.
 
 Each section below belongs to one folder of the project; add a knob to the
-section of the folder that reads it. Three domains have their own config object, which
-is also the object their code takes, so each default is written once:
+section of the folder that reads it. Each domain has its own config object, which is also
+the object its code takes whole, so each default is written once, here (a test fails when a
+module restates one: `tests/ground/test_defaults.py`):
 
-    policy      `PolicyConfig` (quarantine/policy.py)   CANARY_POLICY__FAIL_ROUNDS=2 ...
-    breaker     `BreakerConfig` (routing/breaker.py)    CANARY_BREAKER__ERROR_RATE=0.5 ...
-    allowances  `Allowances` (routing/deadline.py)      CANARY_ALLOWANCES__CONNECT_S=0.2 ...
+    probe       `ProbeConfig` (probes/, the round's probing)  CANARY_PROBE__START_SAMPLES=6 ...
+    policy      `PolicyConfig` (quarantine/policy.py)         CANARY_POLICY__FAIL_ROUNDS=2 ...
+    routing     `RoutingConfig` (routing/: retries, upstream) CANARY_ROUTING__BACKOFF_BASE_S=0.1 ...
+    breaker     `BreakerConfig` (routing/breaker.py)          CANARY_BREAKER__ERROR_RATE=0.5 ...
+    allowances  `Allowances` (routing/deadline.py)            CANARY_ALLOWANCES__CONNECT_S=0.2 ...
+    gateway     `GatewayConfig` (routing/gateway.py, serving) CANARY_GATEWAY__MAX_BODY_BYTES=2000000 ...
 
 Nested values are set with a double underscore (or as JSON: CANARY_POLICY='{"floor": 3}').
-Names of earlier versions (CANARY_CAPACITY_FLOOR, CANARY_ROUTING_BREAKER_...) are refused
-with the new name, never silently ignored.
+Names of earlier versions (CANARY_CAPACITY_FLOOR, CANARY_START_SAMPLES, CANARY_ROUTING_...,
+CANARY_GATEWAY_KEYS, ...) are refused with the new name, never silently ignored.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from typing import Annotated, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from ground.errors import CanaryError
 
 DEFAULT_LOCALES: tuple[str, ...] = (
     "en", "es", "pt-BR", "fr", "de", "it", "pl", "ru", "uk",
@@ -55,6 +61,58 @@ def _split_csv(value: object) -> object:
             return [str(item).strip() for item in parsed if str(item).strip()]
         return [item.strip() for item in text.split(",") if item.strip()]
     return value
+
+
+class ProbeConfig(BaseModel):
+    """How the canary probes an endpoint and compares it with its peers (SPEC C2-C9); the
+    object `probes.client.ProbeClient`, `probes.probeset.run_probe_set` and the round's peer
+    step take whole."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ttft_threshold_s: float = Field(
+        default=10.0, gt=0, description="C3: no text within this fails the latency probe."
+    )
+    connect_timeout_s: float = Field(default=5.0, gt=0, description="Connect (and write) bound.")
+    total_timeout_s: float = Field(default=60.0, gt=0, description="Bound on one probe request.")
+    max_bytes: int = Field(default=1_000_000, gt=0, description="Bound on one probe's reply.")
+    max_error_body_bytes: int = Field(
+        default=64_000, ge=1024, description="An error body is read up to this."
+    )
+    max_discovery_bytes: int = Field(
+        default=5_000_000, ge=1024, description="Bound on the endpoints listing."
+    )
+    max_tokens: int = Field(default=300, gt=0, description="`max_tokens` of every probe.")
+    start_samples: int = Field(
+        default=6, ge=0, description="Extra start replies per endpoint and round (issue 14 power)."
+    )
+    start_anomaly_min_replies: int = Field(
+        default=3, ge=1, description="C9: judged replies needed before the start share counts."
+    )
+    start_anomaly_share: float = Field(
+        default=0.15, gt=0, le=1, description="C9: share of anomalous starts that fails a host."
+    )
+    confirmations: int = Field(
+        default=2, ge=1, description="C8: language attempts after a failure (majority of 1+N)."
+    )
+    peer_alpha: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description="Family-wise error of the peer comparison per contract.",
+    )
+    peer_min_effect: float = Field(
+        default=0.15, ge=0, le=1, description="How far above its peers' rate a host must be."
+    )
+    start_peer_outlier_enforce: bool = Field(
+        default=False, description="Count `start:peer_outlier` as a failure (else evidence only)."
+    )
+    concurrency: int = Field(default=8, ge=1, description="Probe sets of a round at once.")
+
+    @property
+    def max_connections(self) -> int:
+        """The probe client's pool: room for every concurrent probe set's requests."""
+        return max(8, self.concurrency * 4)
 
 
 class PolicyConfig(BaseModel):
@@ -120,6 +178,79 @@ class Allowances(BaseModel):
         return self.connect_s + self.generation_s + self.validation_s
 
 
+class RoutingConfig(BaseModel):
+    """The router's retries and its upstream client (SPEC R3, R5); the object
+    `routing.moves`, `routing.upstream` and `routing.exclusions` take whole."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backoff_base_s: float = Field(default=0.1, ge=0, description="R5: full-jitter base.")
+    backoff_cap_s: float = Field(default=2.0, ge=0, description="R5: full-jitter cap.")
+    same_route_retries: int = Field(
+        default=1, ge=0, description="R5: same-route retries, only for early connection failures."
+    )
+    connect_timeout_s: float = Field(default=5.0, gt=0, description="Upstream connect bound.")
+    ignore_ttl_s: float = Field(
+        default=2.0, ge=0, description="Cache of the quarantine's provider.ignore."
+    )
+    ignore_fetch_timeout_s: float = Field(
+        default=0.25, gt=0, description="Bound on one provider.ignore fetch (else built-in layer)."
+    )
+    max_connections: int = Field(default=200, ge=1, description="Upstream connection pool.")
+    # bounds on what an upstream can make the gateway hold (README: Security)
+    max_error_body_bytes: int = Field(
+        default=64_000,
+        ge=1024,
+        description="An upstream error body is read up to this; the rest is never read.",
+    )
+    max_line_bytes: int = Field(
+        default=1_000_000,
+        ge=1024,
+        description="Longest upstream SSE line; a longer one is an invalid response (fallback).",
+    )
+    max_reply_bytes: int = Field(
+        default=8_000_000,
+        ge=1024,
+        description="Largest upstream reply; a larger one is an invalid response (fallback).",
+    )
+    contracts_dir: Path | None = Field(
+        default=None,
+        description="Contract directory; default: the shipped examples (routing/contracts).",
+    )
+
+
+class GatewayConfig(BaseModel):
+    """The gateway's HTTP face: client keys and the bounds on what a client can make it hold
+    (README: Security); the object `routing.gateway` and `routing.serving` take whole."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    keys: SecretCsvList = Field(
+        default_factory=list,
+        description="Bearer keys the gateway accepts from clients (never the upstream key).",
+    )
+    max_body_bytes: int = Field(
+        default=2_000_000, ge=1024, description="Larger request bodies get HTTP 413."
+    )
+    keep_alive_s: float = Field(
+        default=5.0, gt=0, description="An idle client connection is closed after this."
+    )
+    header_timeout_s: float = Field(
+        default=10.0, gt=0, description="A client must send its request headers within this."
+    )
+    body_timeout_s: float = Field(
+        default=30.0, gt=0, description="A client must send its request body within this (408)."
+    )
+    events_flush_s: float = Field(
+        default=0.5, gt=0, description="The events ledger is written in batches this often."
+    )
+
+    @field_validator("keys", mode="before")
+    @classmethod
+    def _csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+
 # Names of earlier versions -> the name that replaced them (refused, never ignored).
 RENAMED = {
     "CANARY_CAPACITY_FLOOR": "CANARY_POLICY__FLOOR",
@@ -136,10 +267,42 @@ RENAMED = {
     "CANARY_ROUTING_CONNECT_ALLOWANCE_MS": "CANARY_ALLOWANCES__CONNECT_S (seconds)",
     "CANARY_ROUTING_GENERATION_ALLOWANCE_MS": "CANARY_ALLOWANCES__GENERATION_S (seconds)",
     "CANARY_ROUTING_VALIDATION_ALLOWANCE_MS": "CANARY_ALLOWANCES__VALIDATION_S (seconds)",
+    **{
+        f"CANARY_{old}": f"CANARY_{new}"
+        for old, new in {
+            "TTFT_THRESHOLD_S": "PROBE__TTFT_THRESHOLD_S",
+            "CONNECT_TIMEOUT_S": "PROBE__CONNECT_TIMEOUT_S",
+            "PROBE_TOTAL_TIMEOUT_S": "PROBE__TOTAL_TIMEOUT_S",
+            "PROBE_MAX_BYTES": "PROBE__MAX_BYTES",
+            "PROBE_MAX_TOKENS": "PROBE__MAX_TOKENS",
+            "START_SAMPLES": "PROBE__START_SAMPLES",
+            "START_ANOMALY_MIN_REPLIES": "PROBE__START_ANOMALY_MIN_REPLIES",
+            "START_ANOMALY_SHARE": "PROBE__START_ANOMALY_SHARE",
+            "PEER_ALPHA": "PROBE__PEER_ALPHA",
+            "PEER_MIN_EFFECT": "PROBE__PEER_MIN_EFFECT",
+            "START_PEER_OUTLIER_ENFORCE": "PROBE__START_PEER_OUTLIER_ENFORCE",
+            "PROBE_CONCURRENCY": "PROBE__CONCURRENCY",
+            "ROUTING_CONNECT_TIMEOUT_S": "ROUTING__CONNECT_TIMEOUT_S",
+            "ROUTING_BACKOFF_BASE_S": "ROUTING__BACKOFF_BASE_S",
+            "ROUTING_BACKOFF_CAP_S": "ROUTING__BACKOFF_CAP_S",
+            "ROUTING_IGNORE_TTL_S": "ROUTING__IGNORE_TTL_S",
+            "ROUTING_IGNORE_FETCH_TIMEOUT_S": "ROUTING__IGNORE_FETCH_TIMEOUT_S",
+            "ROUTING_MAX_CONNECTIONS": "ROUTING__MAX_CONNECTIONS",
+            "ROUTING_MAX_ERROR_BODY_BYTES": "ROUTING__MAX_ERROR_BODY_BYTES",
+            "ROUTING_MAX_LINE_BYTES": "ROUTING__MAX_LINE_BYTES",
+            "ROUTING_MAX_REPLY_BYTES": "ROUTING__MAX_REPLY_BYTES",
+            "ROUTING_CONTRACTS_DIR": "ROUTING__CONTRACTS_DIR",
+            "GATEWAY_KEYS": "GATEWAY__KEYS",
+            "GATEWAY_MAX_BODY_BYTES": "GATEWAY__MAX_BODY_BYTES",
+            "GATEWAY_KEEP_ALIVE_S": "GATEWAY__KEEP_ALIVE_S",
+            "GATEWAY_HEADER_TIMEOUT_S": "GATEWAY__HEADER_TIMEOUT_S",
+            "GATEWAY_BODY_TIMEOUT_S": "GATEWAY__BODY_TIMEOUT_S",
+        }.items()
+    },
 }
 
 
-class RenamedSettingError(ValueError):
+class RenamedSettingError(CanaryError, ValueError):
     """A setting was given under a name this version no longer reads."""
 
 
@@ -181,28 +344,7 @@ class Settings(BaseSettings):
     )
 
     # ---- probes/ ---------------------------------------------------------
-    ttft_threshold_s: float = Field(default=10.0, gt=0)
-    connect_timeout_s: float = Field(default=5.0, gt=0)
-    probe_total_timeout_s: float = Field(default=60.0, gt=0)
-    probe_max_bytes: int = Field(default=1_000_000, gt=0)
-    probe_max_tokens: int = Field(default=300, gt=0)
-    start_anomaly_min_replies: int = Field(default=3, ge=1)
-    start_anomaly_share: float = Field(default=0.15, gt=0, le=1)
-    start_samples: int = Field(
-        default=6, ge=0, description="Extra start replies per endpoint and round (issue 14 power)."
-    )
-    peer_alpha: float = Field(
-        default=0.05,
-        gt=0,
-        lt=1,
-        description="Family-wise error of the peer comparison per contract.",
-    )
-    peer_min_effect: float = Field(
-        default=0.15, ge=0, le=1, description="How far above its peers' rate a host must be."
-    )
-    start_peer_outlier_enforce: bool = Field(
-        default=False, description="Count `start:peer_outlier` as a failure (else evidence only)."
-    )
+    probe: ProbeConfig = Field(default_factory=ProbeConfig)
 
     # ---- quarantine/ -------------------------------------------------------
     mode: Literal["observe", "enforce"] = "observe"
@@ -214,7 +356,6 @@ class Settings(BaseSettings):
     )
 
     # ---- flows/ ------------------------------------------------------------
-    probe_concurrency: int = Field(default=8, ge=1)
     round_lock_wait_s: float = Field(
         default=120.0, gt=0, description="How long a round waits for the previous one of its model."
     )
@@ -247,56 +388,12 @@ class Settings(BaseSettings):
     )
 
     # ---- routing/ ----------------------------------------------------------
-    gateway_keys: SecretCsvList = Field(
-        default_factory=list,
-        description="Bearer keys the gateway accepts from clients (never the upstream key).",
-    )
-    gateway_max_body_bytes: int = Field(
-        default=2_000_000, ge=1024, description="Larger request bodies get HTTP 413."
-    )
-    routing_contracts_dir: Path | None = Field(
-        default=None,
-        description="Contract directory; default: the shipped examples (routing/contracts).",
-    )
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
     allowances: Allowances = Field(default_factory=Allowances)
-    routing_connect_timeout_s: float = Field(default=5.0, gt=0)
-    routing_backoff_base_s: float = Field(default=0.1, ge=0)
-    routing_backoff_cap_s: float = Field(default=2.0, ge=0)
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
-    routing_ignore_ttl_s: float = Field(
-        default=2.0, ge=0, description="Cache of the quarantine's provider.ignore."
-    )
-    routing_ignore_fetch_timeout_s: float = Field(
-        default=0.25, gt=0, description="Bound on one provider.ignore fetch (else built-in layer)."
-    )
-    routing_max_connections: int = Field(default=200, ge=1)
-    # bounds on what an upstream or a client can make the gateway hold (README: Security)
-    routing_max_error_body_bytes: int = Field(
-        default=64_000,
-        ge=1024,
-        description="An upstream error body is read up to this; the rest is never read.",
-    )
-    routing_max_line_bytes: int = Field(
-        default=1_000_000,
-        ge=1024,
-        description="Longest upstream SSE line; a longer one is an invalid response (fallback).",
-    )
-    routing_max_reply_bytes: int = Field(
-        default=8_000_000,
-        ge=1024,
-        description="Largest upstream reply; a larger one is an invalid response (fallback).",
-    )
-    gateway_keep_alive_s: float = Field(
-        default=5.0, gt=0, description="An idle client connection is closed after this."
-    )
-    gateway_header_timeout_s: float = Field(
-        default=10.0, gt=0, description="A client must send its request headers within this."
-    )
-    gateway_body_timeout_s: float = Field(
-        default=30.0, gt=0, description="A client must send its request body within this (408)."
-    )
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
 
-    @field_validator("models", "locales", "control_providers", "gateway_keys", mode="before")
+    @field_validator("models", "locales", "control_providers", mode="before")
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)

@@ -1,6 +1,6 @@
 """The pinned streaming client: endpoint discovery and one-request probes.
 
-    async with ProbeClient(base_url, api_key, ttft_threshold_s=10.0) as client:
+    async with ProbeClient(base_url, api_key, ProbeConfig()) as client:
         endpoints = await client.discover("meta-llama/llama-3.3-70b-instruct")
         transcript = await client.probe(endpoints[0], Contract.LANGUAGE, messages, locale="pt-BR")
 
@@ -14,7 +14,8 @@
   `served_by`, TTFT and the transport error are data in the `Transcript`.
 - TTFT is the first non-empty content delta on a monotonic clock started just
   before the request is sent; SSE comments (keep-alives) never count (C3).
-- Bounds: no text within `ttft_threshold_s` → give up (`gave_up_waiting`, or a
+- Bounds (`ground.settings.ProbeConfig`, taken whole): no text within
+  `ttft_threshold_s` → give up (`gave_up_waiting`, or a
   `read_timeout` transport error when not even headers came); total time
   `total_timeout_s` (`time_limit_hit`); total decoded bytes `max_bytes`
   (`byte_limit_hit`). A stream that never ends or sends megabytes cannot hang
@@ -33,12 +34,13 @@ import uuid
 from datetime import UTC, datetime
 from functools import cache
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 from urllib.parse import quote
 
 import httpx
 from pydantic import SecretStr
 
+from ground.settings import ProbeConfig, Settings
 from probes.decode import StreamRecorder, parse_endpoints
 from probes.errors import (
     ClientNotOpenError,
@@ -56,14 +58,10 @@ from wire.errors import parse_error, unparseable
 from wire.retry_after import parse_retry_after
 from wire.sse import Comment, SSEParser
 from wire.text import Scrubber, upstream_text
-
-if TYPE_CHECKING:
-    from ground.settings import Settings
+from wire.transport import TransportCode
 
 log = logging.getLogger(__name__)
 
-ERROR_BODY_MAX_BYTES = 64_000
-DISCOVERY_MAX_BYTES = 5_000_000
 USER_AGENT = "provider-canary/0.1"
 
 
@@ -74,23 +72,50 @@ def _tls() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def _transport_code(exc: httpx.TransportError) -> str:
-    """httpx's exception tree → our short transport codes (most specific first)."""
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "connect_timeout"
-    if isinstance(exc, httpx.ReadTimeout):
-        return "read_timeout"
-    if isinstance(exc, httpx.TimeoutException):
-        return "timeout"
-    if isinstance(exc, httpx.ConnectError):
-        return "connect_error"
-    if isinstance(exc, httpx.RemoteProtocolError):
-        return "connection_reset"  # peer closed mid-message / broken framing
-    if isinstance(exc, (httpx.ReadError, httpx.WriteError, httpx.CloseError)):
-        return "connection_reset"
-    if isinstance(exc, httpx.ProtocolError):
-        return "protocol_error"
-    return "network_error"
+# httpx's exceptions by exact type -> our transport codes; `None` = not raised by a request
+# of ours (a test walks every exception class httpx exports and fails unless each one has a
+# row). A class without a row of its own takes its nearest ancestor's (`transport_code`).
+_HTTPX: dict[type[BaseException], TransportCode | None] = {
+    httpx.HTTPError: TransportCode.NETWORK_ERROR,
+    httpx.RequestError: TransportCode.NETWORK_ERROR,
+    httpx.TransportError: TransportCode.NETWORK_ERROR,
+    httpx.TimeoutException: TransportCode.TIMEOUT,
+    httpx.ConnectTimeout: TransportCode.CONNECT_TIMEOUT,
+    httpx.ReadTimeout: TransportCode.READ_TIMEOUT,
+    httpx.WriteTimeout: TransportCode.TIMEOUT,
+    httpx.PoolTimeout: TransportCode.TIMEOUT,
+    httpx.NetworkError: TransportCode.CONNECTION_RESET,
+    httpx.ConnectError: TransportCode.CONNECT_ERROR,
+    httpx.ReadError: TransportCode.CONNECTION_RESET,
+    httpx.WriteError: TransportCode.CONNECTION_RESET,
+    httpx.CloseError: TransportCode.CONNECTION_RESET,
+    httpx.ProxyError: TransportCode.CONNECT_ERROR,  # we set no proxy (trust_env=False)
+    httpx.ProtocolError: TransportCode.PROTOCOL_ERROR,
+    httpx.LocalProtocolError: TransportCode.PROTOCOL_ERROR,
+    httpx.RemoteProtocolError: TransportCode.REMOTE_PROTOCOL_ERROR,
+    httpx.DecodingError: TransportCode.DECODING_ERROR,  # a broken content-encoding
+    httpx.TooManyRedirects: TransportCode.REMOTE_PROTOCOL_ERROR,  # redirects not followed
+    httpx.UnsupportedProtocol: TransportCode.UNSUPPORTED_PROTOCOL,
+    httpx.InvalidURL: TransportCode.INVALID_URL,
+    # not raised by a request of ours: we never raise_for_status, read a closed stream twice
+    # or touch a body's cookies
+    httpx.HTTPStatusError: None,
+    httpx.CookieConflict: None,
+    httpx.StreamError: None,
+    httpx.StreamConsumed: None,
+    httpx.StreamClosed: None,
+    httpx.ResponseNotRead: None,
+    httpx.RequestNotRead: None,
+}
+
+
+def transport_code(exc: BaseException) -> TransportCode | None:
+    """httpx's exception -> our transport code (its nearest row, most specific first); None
+    for an exception that is not httpx's or that a request of ours never raises."""
+    for t in type(exc).__mro__:
+        if t in _HTTPX:
+            return _HTTPX[t]
+    return None
 
 
 class ProbeClient:
@@ -100,67 +125,45 @@ class ProbeClient:
         self,
         base_url: str,
         api_key: SecretStr | str | None,
-        *,
-        ttft_threshold_s: float = 10.0,
-        connect_timeout_s: float = 5.0,
-        total_timeout_s: float = 60.0,
-        max_bytes: int = 1_000_000,
-        max_connections: int = 64,
+        config: ProbeConfig | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
-        for name, value in (
-            ("ttft_threshold_s", ttft_threshold_s),
-            ("connect_timeout_s", connect_timeout_s),
-            ("total_timeout_s", total_timeout_s),
-            ("max_bytes", max_bytes),
-        ):
-            if value <= 0:
-                raise ValueError(f"{name} must be > 0, got {value!r}")
         self.base_url = base_url.rstrip("/")
         self._key = (
             api_key if isinstance(api_key, SecretStr) or api_key is None else SecretStr(api_key)
         )
-        self.ttft_threshold_s = float(ttft_threshold_s)
-        self.connect_timeout_s = float(connect_timeout_s)
-        self.total_timeout_s = float(total_timeout_s)
-        self.max_bytes = int(max_bytes)
-        self.max_connections = max_connections
+        self.config = config or ProbeConfig()
         self._http: httpx.AsyncClient | None = None
         self._scrubber: Scrubber | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ProbeClient:
-        return cls(
-            settings.base_url,
-            settings.api_key,
-            ttft_threshold_s=settings.ttft_threshold_s,
-            connect_timeout_s=settings.connect_timeout_s,
-            total_timeout_s=settings.probe_total_timeout_s,
-            max_bytes=settings.probe_max_bytes,
-            max_connections=max(8, settings.probe_concurrency * 4),
-        )
+        return cls(settings.base_url, settings.api_key, settings.probe)
 
     def __repr__(self) -> str:
         key = "set" if self._key else "none"
-        return f"ProbeClient(base_url={self.base_url!r}, api_key=<{key}>, ttft_threshold_s={self.ttft_threshold_s})"
+        return (
+            f"ProbeClient(base_url={self.base_url!r}, api_key=<{key}>, "
+            f"ttft_threshold_s={self.config.ttft_threshold_s})"
+        )
 
     async def __aenter__(self) -> Self:
         headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
         if self._key is not None:
             headers["Authorization"] = f"Bearer {self._key.get_secret_value()}"
+        c = self.config
         limits = httpx.Limits(
-            max_connections=self.max_connections,
-            max_keepalive_connections=self.max_connections,
+            max_connections=c.max_connections, max_keepalive_connections=c.max_connections
         )
         self._http = httpx.AsyncClient(
             headers=headers,
             transport=httpx.AsyncHTTPTransport(verify=_tls(), retries=0, limits=limits),
             timeout=httpx.Timeout(
-                connect=self.connect_timeout_s,
-                read=self.total_timeout_s,
-                write=self.connect_timeout_s,
-                pool=self.total_timeout_s,
+                connect=c.connect_timeout_s,
+                read=c.total_timeout_s,
+                write=c.connect_timeout_s,
+                pool=c.total_timeout_s,
             ),
             follow_redirects=False,
             trust_env=False,
@@ -197,15 +200,17 @@ class ProbeClient:
         if not author or not slash or not slug or "/" in slug or any(c.isspace() for c in model):
             raise InvalidModelIdError(f"model id must be 'author/slug', got {model!r}")
         url = f"{self.base_url}/models/{quote(author, safe='')}/{quote(slug, safe='')}/endpoints"
-        deadline = self.connect_timeout_s + self.total_timeout_s
+        limit = self.config.max_discovery_bytes
+        deadline = self.config.connect_timeout_s + self.config.total_timeout_s
         try:
             async with asyncio.timeout(deadline):
                 async with self._client.stream("GET", url) as response:
-                    body = await self._read_bounded(response, DISCOVERY_MAX_BYTES)
+                    body = await self._read_bounded(response, limit)
         except TimeoutError as exc:
             raise DiscoveryTransportError(model, f"no answer within {deadline:.0f} s") from exc
-        except httpx.TransportError as exc:
-            raise DiscoveryTransportError(model, _transport_code(exc)) from exc
+        except httpx.HTTPError as exc:
+            code = transport_code(exc) or TransportCode.NETWORK_ERROR
+            raise DiscoveryTransportError(model, code.value) from exc
         status = response.status_code
         if status != 200:
             retry = parse_retry_after(response.headers.get("retry-after"), datetime.now(UTC))
@@ -231,9 +236,7 @@ class ProbeClient:
                 kind = DiscoveryHTTPError
             raise kind(model, message, status=status, retry_after_s=retry)
         if body is None:
-            raise MalformedDiscoveryPayload(
-                model, f"body larger than {DISCOVERY_MAX_BYTES} bytes", status=status
-            )
+            raise MalformedDiscoveryPayload(model, f"body larger than {limit} bytes", status=status)
         try:
             return parse_endpoints(jsonio.loads(body), model, scrub=self._scrub)
         except Exception as exc:  # any parse failure is this one typed error (never chained:
@@ -261,16 +264,16 @@ class ProbeClient:
         messages: list[dict[str, Any]],
         *,
         response_format: dict[str, Any] | None = None,
-        max_tokens: int = 300,
+        max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> dict[str, Any]:
-        """The exact JSON body of a pinned probe request."""
+        """The exact JSON body of a pinned probe request (`max_tokens` default: the config's)."""
         provider: dict[str, Any] = {"only": [endpoint.tag], "allow_fallbacks": False}
         body: dict[str, Any] = {
             "model": endpoint.model_id,
             "messages": messages,
             "stream": True,
-            "max_tokens": max_tokens,
+            "max_tokens": self.config.max_tokens if max_tokens is None else max_tokens,
             "provider": provider,
         }
         if temperature is not None:
@@ -288,7 +291,7 @@ class ProbeClient:
         *,
         locale: str | None,
         response_format: dict[str, Any] | None = None,
-        max_tokens: int = 300,
+        max_tokens: int | None = None,
         temperature: float | None = None,
     ) -> Transcript:
         """Send one pinned streaming request and record everything it produced."""
@@ -317,7 +320,8 @@ class ProbeClient:
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         loop_start = loop.time()
-        first_deadline = loop_start + min(self.ttft_threshold_s, self.total_timeout_s)
+        total_s = self.config.total_timeout_s
+        first_deadline = loop_start + min(self.config.ttft_threshold_s, total_s)
         got_headers = False
         try:
             async with asyncio.timeout_at(first_deadline) as scope:
@@ -329,22 +333,18 @@ class ProbeClient:
                     await response.aclose()
         except TimeoutError:
             if not got_headers:
-                transcript.transport_error = "read_timeout"
+                transcript.transport_error = TransportCode.READ_TIMEOUT
             elif not recorder.has_text:
                 transcript.gave_up_waiting = True
             else:
                 transcript.time_limit_hit = True
-            if loop.time() - loop_start >= self.total_timeout_s - 1e-3:
+            if loop.time() - loop_start >= total_s - 1e-3:
                 transcript.time_limit_hit = True
-        except httpx.TransportError as exc:
-            transcript.transport_error = _transport_code(exc)
-        except httpx.DecodingError:
-            transcript.transport_error = "decoding_error"  # a broken content-encoding
-        except httpx.HTTPError:
-            transcript.transport_error = "network_error"
+        except httpx.HTTPError as exc:
+            transcript.transport_error = transport_code(exc) or TransportCode.NETWORK_ERROR
         except Exception as exc:  # provider bytes no reader of ours expected: this probe's
             # typed outcome (`invalid_response`), never the round's failure
-            transcript.transport_error = "invalid_response"
+            transcript.transport_error = TransportCode.INVALID_RESPONSE
             log.warning(
                 "probe %s %s: unreadable reply (%s: %s)",
                 endpoint.tag,
@@ -359,11 +359,11 @@ class ProbeClient:
             and not transcript.done
         ):
             if transcript.byte_limit_hit:
-                transcript.transport_error = "byte_limit"
+                transcript.transport_error = TransportCode.BYTE_LIMIT
             elif transcript.time_limit_hit:
-                transcript.transport_error = "time_limit"
+                transcript.transport_error = TransportCode.TIME_LIMIT
             elif not transcript.gave_up_waiting and transcript.error is None:
-                transcript.transport_error = "stream_cut"
+                transcript.transport_error = TransportCode.STREAM_CUT
         result = recorder.finish()
         log.debug(
             "probe %s %s status=%s ttft=%s served_by=%s err=%s",
@@ -389,8 +389,9 @@ class ProbeClient:
         retry = parse_retry_after(response.headers.get("retry-after"), datetime.now(UTC))
         content_type = response.headers.get("content-type", "")
         if response.status_code != 200 or "json" in content_type:
-            raw = await self._read_bounded(response, ERROR_BODY_MAX_BYTES)
-            t.bytes_received = len(raw) if raw is not None else ERROR_BODY_MAX_BYTES
+            limit = self.config.max_error_body_bytes
+            raw = await self._read_bounded(response, limit)
+            t.bytes_received = len(raw) if raw is not None else limit
             if raw is None:
                 t.byte_limit_hit = True
                 raw = b""
@@ -413,7 +414,7 @@ class ProbeClient:
                 recorder.chunk(payload, time.perf_counter() - started)  # a non-streaming body
                 t.done = not t.byte_limit_hit
             return
-        parser = SSEParser(max_line_bytes=self.max_bytes)
+        parser = SSEParser(max_line_bytes=self.config.max_bytes)
         try:
             async for chunk in response.aiter_bytes():
                 t.bytes_received += len(chunk)
@@ -426,10 +427,10 @@ class ProbeClient:
                     if t.done:
                         break
                 if not had_text and recorder.has_text:
-                    scope.reschedule(loop_start + self.total_timeout_s)
+                    scope.reschedule(loop_start + self.config.total_timeout_s)
                 if t.done:
                     break
-                if t.bytes_received > self.max_bytes:
+                if t.bytes_received > self.config.max_bytes:
                     t.byte_limit_hit = True
                     break
         finally:

@@ -18,8 +18,10 @@ server messages that the client has already scrubbed of the key.
 
 from __future__ import annotations
 
+from ground.errors import CanaryError
 
-class ProbeClientError(Exception):
+
+class ProbeClientError(CanaryError):
     """Base class of every error the probes client raises."""
 
 

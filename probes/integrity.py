@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ftfy.badness import is_bad
 
+from ground.settings import ProbeConfig
 from probes.locale_spec import LocaleSpec, locale_spec
 from probes.start_fragments import fragment_start, invisible_start, leak_start
 from probes.textutil import (
@@ -310,26 +311,21 @@ def check_reply(text: str, locale: str) -> list[Outcome]:
     return [check_response_start(text, locale), rep, check_encoding(text, locale)]
 
 
-# One odd reply never fails a host: at least MIN_REPLIES judged replies, at least MIN_ANOMALOUS
-# anomalous ones (so a single odd reply in a 3-reply round cannot), and at least MIN_SHARE. At a 0.3% per-reply false-alarm rate, 3+ of 20 is ~3 in 100,000; the incident that
-# motivated C9 was 19 of 20.
-MIN_REPLIES = 3
-MIN_SHARE = 0.15
+# One odd reply never fails a host: at least `start_anomaly_min_replies` judged replies, at
+# least MIN_ANOMALOUS anomalous ones (so a single odd reply in a 3-reply round cannot), and at
+# least `start_anomaly_share` (`ground.settings.ProbeConfig`). At a 0.3% per-reply false-alarm
+# rate, 3+ of 20 is ~3 in 100,000; the incident that motivated C9 was 19 of 20.
 MIN_ANOMALOUS = 2
 
 
-def judge_start_share(
-    outcomes: Sequence[Outcome],
-    *,
-    min_replies: int = MIN_REPLIES,
-    min_share: float = MIN_SHARE,
-    min_anomalous: int = MIN_ANOMALOUS,
-) -> Outcome:
+def judge_start_share(outcomes: Sequence[Outcome], config: ProbeConfig) -> Outcome:
     """Endpoint verdict over a round's reply outcomes: fail on a sustained anomalous share.
 
     Only pass/fail outcomes are judged (inconclusive/transport ones are counted as ignored);
-    fewer than `min_replies` judged -> inconclusive. The failing reason is the most frequent one.
+    fewer than `config.start_anomaly_min_replies` judged -> inconclusive. The failing reason
+    is the most frequent one.
     """
+    min_replies, min_share = config.start_anomaly_min_replies, config.start_anomaly_share
     judged = [o for o in outcomes if o.status in (OutcomeStatus.PASS, OutcomeStatus.FAIL)]
     failed = [o for o in judged if o.status is OutcomeStatus.FAIL]
     share = round(len(failed) / len(judged), 6) if judged else 0.0
@@ -345,7 +341,7 @@ def judge_start_share(
     }
     if len(judged) < min_replies:
         return _out(OutcomeStatus.INCONCLUSIVE, "too_few_replies", None, ev)
-    if share >= min_share and len(failed) >= min_anomalous:
+    if share >= min_share and len(failed) >= MIN_ANOMALOUS:
         top = max(reasons.items(), key=lambda kv: (kv[1], kv[0]))[0]
         return _out(OutcomeStatus.FAIL, top, None, ev)
     return _out(OutcomeStatus.PASS, "ok", None, ev)

@@ -27,10 +27,9 @@ from collections.abc import Collection, Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
-from probes.integrity import MIN_REPLIES, MIN_SHARE, judge_start_share
+from ground.settings import ProbeConfig
+from probes.integrity import judge_start_share
 from probes.peers import (
-    MIN_EFFECT,
-    PEER_ALPHA,
     ModelFinding,
     Observation,
     PeerVerdict,
@@ -96,8 +95,7 @@ def _observations(
     outcomes: Mapping[str, Sequence[Outcome]],
     results: Mapping[str, ProbeSetResult],
     completion: dict[str, Outcome],
-    min_replies: int,
-    min_share: float,
+    config: ProbeConfig,
 ) -> dict[str, dict[str, Observation]]:
     obs: dict[str, dict[str, Observation]] = {
         name: {} for name in ("start", "completion", *_SINGLE)
@@ -115,7 +113,7 @@ def _observations(
             )
         if result is not None:
             replies = completion_outcomes(result.transcripts)
-            verdict = judge_start_share(replies, min_replies=min_replies, min_share=min_share)
+            verdict = judge_start_share(replies, config)
             completion_rate = Rate(
                 k=sum(o.status is OutcomeStatus.FAIL for o in replies), n=len(replies)
             )
@@ -166,18 +164,17 @@ def _fingerprint_samples(
 def judge_with_peers(
     outcomes: Mapping[str, Sequence[Outcome]],
     results: Mapping[str, ProbeSetResult],
+    config: ProbeConfig,
     *,
     exclude: Collection[str] = (),
-    alpha: float = PEER_ALPHA,
-    min_effect: float = MIN_EFFECT,
-    min_replies: int = MIN_REPLIES,
-    min_share: float = MIN_SHARE,
 ) -> PeerRound:
-    """The round's outcomes, each rate contract decided against the peers (module docstring)."""
+    """The round's outcomes, each rate contract decided against the peers (module docstring),
+    with the peer comparison's and the C9 share bar's knobs of `config`."""
     judged = {t: list(items) for t, items in outcomes.items() if t not in exclude}
     mine = {t: r for t, r in results.items() if t in judged}
     completion: dict[str, Outcome] = {}
-    observations = _observations(judged, mine, completion, min_replies, min_share)
+    observations = _observations(judged, mine, completion, config)
+    alpha, min_effect = config.peer_alpha, config.peer_min_effect
     verdicts: list[PeerVerdict] = []
     findings: list[ModelFinding] = []
     for name, obs in observations.items():

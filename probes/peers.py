@@ -36,11 +36,10 @@ from pydantic import BaseModel, ConfigDict
 
 from probes.exact import bonferroni, fisher_greater
 
-# Family-wise error rate per contract per round, over the endpoints compared.
-PEER_ALPHA = 0.05
-# A host must exceed its peers' rate by this much: a smaller excess is the model's variance
-# (and equals the C9 share bar, so a host at the bar with clean peers is still an outlier).
-MIN_EFFECT = 0.15
+# The family-wise error rate per contract per round (`alpha`, over the endpoints compared)
+# and how far a host must exceed its peers' rate (`min_effect`: a smaller excess is the
+# model's variance; it equals the C9 share bar, so a host at the bar with clean peers is still
+# an outlier) are settings: `ground.settings.ProbeConfig.peer_alpha` / `peer_min_effect`.
 # A defect is the model's when at least this many endpoints, and more than half of those
 # judged, are above the bar.
 SHARED_MIN_HOSTS = 2
@@ -135,8 +134,8 @@ def compare_rates(
     contract: str,
     observations: Mapping[str, Observation],
     *,
-    alpha: float = PEER_ALPHA,
-    min_effect: float = MIN_EFFECT,
+    alpha: float,
+    min_effect: float,
 ) -> tuple[dict[str, PeerVerdict], ModelFinding | None]:
     """Each endpoint against the pooled others (see the module docstring).
 

@@ -33,12 +33,10 @@ from probes.contracts import (
     judge_structured,
     outcome,
 )
-from probes.integrity import MIN_REPLIES, MIN_SHARE, check_reply, judge_start_share
+from probes.integrity import check_reply, judge_start_share
 from probes.language import check_language
 from probes.prompts import prompt_for
 from probes.types import Contract, Endpoint, Outcome, OutcomeStatus, Transcript
-
-DEFAULT_MAX_TOKENS = 300  # settings.probe_max_tokens: several sentences of role-play
 
 
 class ProbeSetResult(BaseModel):
@@ -148,21 +146,16 @@ async def run_probe_set(
     endpoint: Endpoint,
     locale: str,
     *,
-    start_samples: int = 2,
-    ttft_threshold_s: float | None = None,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-    start_min_replies: int = MIN_REPLIES,
-    start_share: float = MIN_SHARE,
     start_locale: str | None = None,
 ) -> ProbeSetResult:
     """Probe one endpoint in one locale; returns transcripts and outcomes per contract.
 
-    `max_tokens` caps every request; `start_min_replies` / `start_share` are the C9 share
-    verdict's floor and share (settings `start_anomaly_min_replies` / `start_anomaly_share`).
+    The client's `ProbeConfig` says how: `start_samples`, `max_tokens` (every request), the
+    latency threshold and the C9 share bar (`start_anomaly_min_replies` / `_share`).
     `start_locale` (default `locale`): the locale of the start samples; a round gives every
     endpoint the same one, so their replies are comparable (probes/peer_round.py).
     """
-    threshold = ttft_threshold_s if ttft_threshold_s is not None else client.ttft_threshold_s
+    config = client.config
     structured = endpoint.supports_structured_output
     jobs = [
         client.probe(
@@ -170,14 +163,12 @@ async def run_probe_set(
             Contract.LANGUAGE,
             prompt_for(Contract.LANGUAGE, locale),
             locale=locale,
-            max_tokens=max_tokens,
         ),
         client.probe(
             endpoint,
             Contract.REFUSAL,
             prompt_for(Contract.REFUSAL, locale),
             locale=locale,
-            max_tokens=max_tokens,
         ),
         *(
             client.probe(
@@ -185,9 +176,8 @@ async def run_probe_set(
                 Contract.START,
                 prompt_for(Contract.START, start_locale or locale),
                 locale=start_locale or locale,
-                max_tokens=max_tokens,
             )
-            for _ in range(start_samples)
+            for _ in range(config.start_samples)
         ),
     ]
     if structured:
@@ -198,16 +188,15 @@ async def run_probe_set(
                 prompt_for(Contract.STRUCTURED, locale),
                 locale=locale,
                 response_format=RESPONSE_FORMAT,
-                max_tokens=max_tokens,
             )
         )
     transcripts = list(await asyncio.gather(*jobs))
     lang_t, refusal_t = transcripts[0], transcripts[1]
     text_ts = [t for t in transcripts if t.contract is not Contract.STRUCTURED]
     replies = [o for o in (reply_outcome(t, t.locale or locale) for t in text_ts) if o is not None]
-    start = with_anomalous_heads(
-        judge_start_share(replies, min_replies=start_min_replies, min_share=start_share), replies
-    ).model_copy(update={"tag": endpoint.tag, "locale": locale})
+    start = with_anomalous_heads(judge_start_share(replies, config), replies).model_copy(
+        update={"tag": endpoint.tag, "locale": locale}
+    )
     if not replies and any(classify_transport(t) is not None for t in text_ts):
         first = next(classify_transport(t) for t in text_ts if classify_transport(t) is not None)
         assert first is not None
@@ -217,7 +206,7 @@ async def run_probe_set(
     else:
         structured_outcome = judge_structured(lang_t, endpoint)  # → unsupported, no request sent
     outcomes = {
-        Contract.LATENCY: latency_of_set(text_ts, threshold),
+        Contract.LATENCY: latency_of_set(text_ts, config.ttft_threshold_s),
         Contract.LANGUAGE: judge_language(lang_t, locale),
         Contract.REFUSAL: judge_refusal(refusal_t, locale),
         Contract.STRUCTURED: structured_outcome,
@@ -236,20 +225,14 @@ async def confirm_language(
     client: ProbeClient,
     endpoint: Endpoint,
     locale: str,
-    attempts: int = 2,
-    *,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
 ) -> list[Outcome]:
-    """C8: `attempts` more language probes (concurrently), each judged on its own."""
-    if attempts < 1:
-        raise ValueError("attempts must be >= 1")
+    """C8: the client's `confirmations` more language probes (concurrently), each judged on
+    its own."""
     messages = prompt_for(Contract.LANGUAGE, locale)
     transcripts = await asyncio.gather(
         *(
-            client.probe(
-                endpoint, Contract.LANGUAGE, messages, locale=locale, max_tokens=max_tokens
-            )
-            for _ in range(attempts)
+            client.probe(endpoint, Contract.LANGUAGE, messages, locale=locale)
+            for _ in range(client.config.confirmations)
         )
     )
     return [judge_language(t, locale) for t in transcripts]

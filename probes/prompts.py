@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ground.errors import CanaryError
 from probes.types import Contract
 
 LOCALES: tuple[str, ...] = (
@@ -33,7 +34,7 @@ _TEXT_KEYS = ("system", "language", "start", "structured")
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
-class UnknownLocaleError(KeyError):
+class UnknownLocaleError(CanaryError, KeyError):
     """No prompt pack exists for the locale."""
 
 

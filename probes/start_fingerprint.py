@@ -188,7 +188,7 @@ def _distance(host: Counter[str], peers: Counter[str]) -> float:
 def fingerprint_outliers(
     samples: Mapping[str, Sequence[tuple[str, Mapping[str, str]]]],
     *,
-    alpha: float = FINGERPRINT_ALPHA,
+    alpha: float,
     min_effect: float = FINGERPRINT_MIN_EFFECT,
     min_samples: int = MIN_SAMPLES,
 ) -> dict[str, FingerprintOutlier]:

@@ -32,7 +32,7 @@ def _evidence(t: Transcript) -> dict[str, object]:
         if t.error.retry_after_s is not None:
             ev["retry_after_s"] = t.error.retry_after_s
     if t.transport_error:
-        ev["transport_error"] = t.transport_error
+        ev["transport_error"] = t.transport_error.value
     if t.served_by is not None:
         ev["served_by"] = t.served_by
     return ev
@@ -58,10 +58,8 @@ def classify_transport(t: Transcript, contract: Contract | None = None) -> Outco
     c = contract or t.contract
     if t.misrouted:
         return outcome(t, c, OutcomeStatus.MISROUTED, "misrouted", pinned=t.pinned_provider)
-    if t.transport_error in ("connect_timeout", "connect_error", "read_timeout", "timeout"):
-        return outcome(t, c, OutcomeStatus.TRANSPORT, t.transport_error)
-    if t.transport_error in ("connection_reset", "protocol_error", "network_error"):
-        return outcome(t, c, OutcomeStatus.TRANSPORT, t.transport_error)
+    if t.transport_error is not None and t.transport_error.connection_failed:
+        return outcome(t, c, OutcomeStatus.TRANSPORT, t.transport_error.value)
     status = t.http_status
     if status is not None and status != 200:
         if status in TRANSPORT_HTTP or status >= 500:
@@ -71,8 +69,8 @@ def classify_transport(t: Transcript, contract: Contract | None = None) -> Outco
         return outcome(t, c, OutcomeStatus.TRANSPORT, f"in_band_{t.error.code}")
     if t.error is None and (t.finish_reason or "").lower() == "error":
         return outcome(t, c, OutcomeStatus.TRANSPORT, "finish_error")  # an error with no detail
-    if t.transport_error is not None:  # stream_cut, time_limit, byte_limit, anything new
-        return outcome(t, c, OutcomeStatus.TRANSPORT, t.transport_error)
+    if t.transport_error is not None:  # a reply cut: stream_cut, time_limit, byte_limit, ...
+        return outcome(t, c, OutcomeStatus.TRANSPORT, t.transport_error.value)
     if status == 200 and not t.done and not t.gave_up_waiting and t.error is None:
         return outcome(t, c, OutcomeStatus.TRANSPORT, "stream_cut")
     if t.provider_unverified:

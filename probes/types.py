@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from wire.errors import ErrorInfo
+from wire.transport import TransportCode
 
 
 class Contract(StrEnum):
@@ -89,7 +90,7 @@ class Transcript(BaseModel):
     served_by: str | None = None  # the response's `provider` field
     http_status: int | None = None
     error: ErrorInfo | None = None
-    transport_error: str | None = None  # e.g. "connect_timeout", "connection_reset", "stream_cut"
+    transport_error: TransportCode | None = None  # wire.transport: what cut us off, if anything
     ttft_s: float | None = None  # first *content* delta, monotonic, from send
     total_s: float | None = None
     gave_up_waiting: bool = False  # no text within the latency threshold

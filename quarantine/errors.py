@@ -11,13 +11,21 @@ QuarantineError                 base of everything raised by quarantine/
 │   └── ExclusionsCorruptError  the Variable holds something that is not our document
 ├── BuiltinExclusionsError      the versioned built-in exclusions file is invalid
 ├── StateCorruptError           the state block document cannot be read back
-└── StaleRevisionError          a write raced another writer and could not be re-applied
+├── StaleRevisionError          a write raced another writer and could not be re-applied
+├── ClockNotAheadError          `clock reset` of a model not ahead (quarantine/clock.py)
+└── LeaseError                  the model's round lock (quarantine/adapters/lease.py)
+    ├── LeaseTimeoutError       the lock stayed held by a live holder for the whole wait
+    └── LeaseLostError          this process no longer holds the lease it acquired
 """
 
 from __future__ import annotations
 
+from typing import Any
 
-class QuarantineError(Exception):
+from ground.errors import CanaryError
+
+
+class QuarantineError(CanaryError):
     """Base class of every quarantine error."""
 
 
@@ -63,3 +71,19 @@ class StateCorruptError(QuarantineError, ValueError):
 
 class StaleRevisionError(QuarantineError, RuntimeError):
     pass
+
+
+class LeaseError(QuarantineError, RuntimeError):
+    """Base of the round lock's errors."""
+
+
+class LeaseTimeoutError(LeaseError, TimeoutError):
+    """The lock stayed held by a live holder for the whole wait; `view` says who."""
+
+    def __init__(self, message: str, view: Any) -> None:
+        super().__init__(message)
+        self.view = view  # quarantine.adapters.lease.LeaseView
+
+
+class LeaseLostError(LeaseError):
+    """This process no longer holds the lease it acquired."""

@@ -1,7 +1,9 @@
 """The health report of one model over a window: frames, figures, and a self-contained HTML
 page (figures embedded as PNG data, no script, no network) plus the PNG files.
 
-    report = build_report(probes, decisions, model=M, now=now, since=since, ttft_bar_s=10)
+    report = build_report(
+        probes, decisions, model=M, now=now, since=since, ttft_bar_s=10, clean_rounds=2
+    )
     paths = write_report(report, out_dir)          # report.html + one PNG per figure
 
 `build_report` is pure (ledger frames and `now` in); `read_ledger` and `write_report` are
@@ -11,6 +13,8 @@ the only I/O, and `report_for` chains the three.
 from __future__ import annotations
 
 import html
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -85,14 +89,16 @@ def build_report(
     now: datetime,
     since: datetime,
     ttft_bar_s: float,
+    clean_rounds: int,
 ) -> Report:
-    """Frames and figures of the report (pure: nothing is read or written)."""
+    """Frames and figures of the report (pure: nothing is read or written); `clean_rounds`
+    judged rounds after a would-suspend decision make it a probable false positive."""
     start = frames.utc(since)
     intervals = frames.suspension_intervals(decisions, now)
     intervals = intervals[intervals["end"] >= start].reset_index(drop=True)
     recent = decisions[decisions["at"] >= start] if not decisions.empty else decisions
     ttft = frames.ttft_samples(probes)
-    classified = frames.observe_false_positives(recent, probes)
+    classified = frames.observe_false_positives(recent, probes, clean_rounds)
     report = Report(
         model=model,
         since=since,
@@ -262,10 +268,18 @@ def close(report: Report) -> None:
         plots.close(fig)
 
 
-def report_for(
-    ledger_url: str, model: str, *, now: datetime, since: datetime, ttft_bar_s: float, out_dir: Path
-) -> tuple[Report, dict[str, Path]]:
-    """Read the ledger, build the report and write it (figures closed afterwards)."""
+@contextmanager
+def open_report(
+    ledger_url: str,
+    model: str,
+    *,
+    now: datetime,
+    since: datetime,
+    ttft_bar_s: float,
+    clean_rounds: int,
+) -> Iterator[Report]:
+    """Read the ledger and build the report of `model` since `since`; its figures are
+    closed when the block ends."""
     probes, decisions = read_ledger(ledger_url, model, since)
     report = build_report(
         probes,
@@ -274,8 +288,26 @@ def report_for(
         now=window_end(probes, now),
         since=since,
         ttft_bar_s=ttft_bar_s,
+        clean_rounds=clean_rounds,
     )
     try:
-        return report, write_report(report, out_dir)
+        yield report
     finally:
         close(report)
+
+
+def report_for(
+    ledger_url: str,
+    model: str,
+    *,
+    now: datetime,
+    since: datetime,
+    ttft_bar_s: float,
+    clean_rounds: int,
+    out_dir: Path,
+) -> tuple[Report, dict[str, Path]]:
+    """Read the ledger, build the report and write it (figures closed afterwards)."""
+    with open_report(
+        ledger_url, model, now=now, since=since, ttft_bar_s=ttft_bar_s, clean_rounds=clean_rounds
+    ) as report:
+        return report, write_report(report, out_dir)

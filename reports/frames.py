@@ -7,7 +7,7 @@ The ledger keeps one probe row per endpoint and round (`verdict`, `reasons`, `tt
     contract_failures(probes)              per endpoint and contract: failed, judged, rate
     ttft_samples(probes)                   every first-token time measured, per endpoint
     suspension_intervals(decisions, now)   each (shadow) suspension as start, end, how it ended
-    observe_false_positives(decisions, probes)
+    observe_false_positives(decisions, probes, clean_rounds)
                                            would-suspend decisions classified (see below)
     endpoint_summary(probes, ttft, intervals)
                                            per endpoint: rounds, failed, frozen, TTFT, suspensions
@@ -188,7 +188,7 @@ def _served_by(rows: pd.DataFrame) -> set[str]:
 
 
 def observe_false_positives(
-    decisions: pd.DataFrame, probes: pd.DataFrame, clean_rounds: int = 2
+    decisions: pd.DataFrame, probes: pd.DataFrame, clean_rounds: int
 ) -> pd.DataFrame:
     """Each would-suspend decision classified (see module docstring): tag, at, reasons,
     verdict (`false positive (probable)`, `confirmed`, `changed at the provider`,

@@ -24,6 +24,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+from ground.errors import CanaryError
+
 
 class FailureClass(StrEnum):
     PERMANENT = "permanent_request"
@@ -53,7 +55,7 @@ _ROUTE_FAULTS = frozenset(
 )
 
 
-class RoutingError(Exception):
+class RoutingError(CanaryError):
     """Base of every explicit router failure."""
 
     failure_class: FailureClass = FailureClass.PERMANENT
@@ -149,5 +151,5 @@ def _concrete_errors() -> dict[FailureClass, type[RoutingError]]:
 ERROR_FOR_CLASS: dict[FailureClass, type[RoutingError]] = _concrete_errors()
 
 
-class ContractError(ValueError):
+class ContractError(CanaryError, ValueError):
     """A contract, schema or route file that cannot be loaded; names file and field."""

@@ -1,7 +1,7 @@
 """The OpenAI-compatible gateway: a thin Starlette shell around `Router`.
 
     POST /v1/chat/completions   OpenAI chat body, `stream` true or false
-         Authorization: Bearer <one of CANARY_GATEWAY_KEYS>   (never the upstream key)
+         Authorization: Bearer <one of CANARY_GATEWAY__KEYS>   (never the upstream key)
          X-Workload: chat | invoice_extraction | classify | tool_agent | ...   (default chat)
          Idempotency-Key / X-Operation-Id: echoed back as X-Operation-Id (generated if absent)
          The client's `model`, `provider` and `stream_options` are ignored: the contract
@@ -42,6 +42,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ground.errors import CanaryError
 from ground.heap import freeze_loaded
 from routing.accounting import RequestState
 from routing.attempt import end_verdict
@@ -191,11 +192,11 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
             await result.finish(end or StreamEnd.client_gone())
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(CanaryError):
     pass
 
 
-class BodyTooSlow(Exception):
+class BodyTooSlow(CanaryError):
     pass
 
 
@@ -260,9 +261,9 @@ def create_app(
     max_body_bytes: int = 2_000_000,
     body_timeout_s: float | None = 30.0,
 ) -> Starlette:
-    """The gateway app. `keys`: the bearer keys clients may use (settings.gateway_keys);
-    a body over `max_body_bytes` (settings.gateway_max_body_bytes) gets 413, one that has
-    not arrived within `body_timeout_s` (settings.gateway_body_timeout_s) 408."""
+    """The gateway app. `keys`: the bearer keys clients may use (settings.gateway.keys);
+    a body over `max_body_bytes` (settings.gateway.max_body_bytes) gets 413, one that has
+    not arrived within `body_timeout_s` (settings.gateway.body_timeout_s) 408."""
     accepted_keys = [k.encode() for k in keys if k]
     scrub = router.upstream.scrub
 
@@ -392,11 +393,11 @@ def build_router(
     from routing.upstream import Upstream
 
     s = settings
-    catalog = load_catalog(contracts_dir or s.routing_contracts_dir)
+    catalog = load_catalog(contracts_dir or s.routing.contracts_dir)
     policy = RetryPolicy(
-        backoff_base_s=s.routing_backoff_base_s,
-        backoff_cap_s=s.routing_backoff_cap_s,
-        connect_timeout_s=s.routing_connect_timeout_s,
+        backoff_base_s=s.routing.backoff_base_s,
+        backoff_cap_s=s.routing.backoff_cap_s,
+        connect_timeout_s=s.routing.connect_timeout_s,
         allowances=s.allowances,
     )
     breakers = BreakerBoard(s.breaker)
@@ -405,15 +406,15 @@ def build_router(
         Upstream(
             s.base_url,
             s.api_key,
-            max_connections=s.routing_max_connections,
-            max_line_bytes=s.routing_max_line_bytes,
-            max_reply_bytes=s.routing_max_reply_bytes,
-            max_error_bytes=s.routing_max_error_body_bytes,
+            max_connections=s.routing.max_connections,
+            max_line_bytes=s.routing.max_line_bytes,
+            max_reply_bytes=s.routing.max_reply_bytes,
+            max_error_bytes=s.routing.max_error_body_bytes,
         ),
         ignore_source=CachedIgnoreSource(
             ignore_source or quarantine_source(),
-            ttl_s=s.routing_ignore_ttl_s,
-            fetch_timeout_s=s.routing_ignore_fetch_timeout_s,
+            ttl_s=s.routing.ignore_ttl_s,
+            fetch_timeout_s=s.routing.ignore_fetch_timeout_s,
         ),
         breakers=breakers,
         events=EventLog(s.resolved_ledger_url) if events else None,

@@ -2,16 +2,16 @@
 
     gateway_config(app, host=..., port=..., keep_alive_s=5, header_timeout_s=10)
 
-- `timeout_keep_alive` (settings.gateway_keep_alive_s): an idle connection between
+- `timeout_keep_alive` (settings.gateway.keep_alive_s): an idle connection between
   requests is closed after this;
-- a header timeout (settings.gateway_header_timeout_s): a connection that has not sent a
+- a header timeout (settings.gateway.header_timeout_s): a connection that has not sent a
   complete request head within this of opening (or of its previous response) is closed.
   uvicorn has no such timeout of its own (its keep-alive timer is disarmed by the first byte
   of a request), so one byte every few seconds would hold a connection forever;
   `HeaderTimeoutH11Protocol` adds it;
 - h11's `max_incomplete_event_size` (16 KB, uvicorn's default) bounds the request head;
 - the body: `create_app(body_timeout_s=...)` answers 408 to a body that has not fully
-  arrived in time (settings.gateway_body_timeout_s), and 413 past its size limit.
+  arrived in time (settings.gateway.body_timeout_s), and 413 past its size limit.
 """
 
 from __future__ import annotations

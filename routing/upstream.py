@@ -56,6 +56,7 @@ from aiohttp import http_exceptions
 from pydantic import SecretStr
 from yarl import URL
 
+from ground.errors import CanaryError
 from routing.deadline import AttemptBudget
 from routing.response import StreamAssembler
 from wire import jsonio
@@ -64,7 +65,7 @@ from wire.retry_after import parse_retry_after
 from wire.sse import Event, SSEParser
 from wire.text import Scrubber, upstream_text
 
-ERROR_BODY_MAX_BYTES = 64_000  # default of settings.routing_max_error_body_bytes
+ERROR_BODY_MAX_BYTES = 64_000  # default of settings.routing.max_error_body_bytes
 # the reply head: aiohttp bounds each line and the number of lines (httpx bounded the whole
 # head at 100 KiB); at most 16 KiB x 128 = 2 MiB held per response head
 HEAD_LINE_MAX_BYTES = 16 * 1024
@@ -76,12 +77,12 @@ HEAD_MAX_FIELDS = 128
 KEEPALIVE_S = 4.0
 
 
-class MalformedStream(Exception):
+class MalformedStream(CanaryError):
     """An SSE data line that is not JSON, or a line or reply over its cap: an invalid
     successful response."""
 
 
-class UpstreamError(Exception):
+class UpstreamError(CanaryError):
     """A transport failure talking to the upstream; the message is scrubbed of the key."""
 
 

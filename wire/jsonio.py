@@ -31,11 +31,13 @@ from typing import Any
 
 import orjson
 
+from ground.errors import CanaryError
+
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 100
 
 
-class WireJSONError(ValueError):
+class WireJSONError(CanaryError, ValueError):
     """Bytes that are not acceptable JSON; the message says why, in a few words."""
 
 

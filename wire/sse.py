@@ -42,7 +42,7 @@ class Event:
 class SSEParser:
     """Feed bytes with `feed()`; it returns the comments and events completed so far."""
 
-    def __init__(self, *, max_line_bytes: int = 1_000_000) -> None:
+    def __init__(self, *, max_line_bytes: int) -> None:
         self.max_line_bytes = max_line_bytes
         self.malformed_lines = 0
         self.non_utf8_lines = 0

@@ -62,28 +62,66 @@ def describe_validation(exc: ValidationError, prefix: str = "") -> str:
     return "; ".join(parts)
 
 
-def _exit_code_for(exc: BaseException) -> tuple[int, str] | None:
-    """The exit code and line for one of our exceptions, or None for a foreign one."""
-    from flows.preflight import PreflightError
+@functools.cache
+def exit_codes() -> tuple[tuple[type[BaseException], int], ...]:
+    """Our errors (`ground.errors.CanaryError`'s tree) and the foreign ones a command may
+    raise for bad input -> exit code, most specific first: the first row whose class the
+    error is an instance of decides. `tests/canary/test_exit_codes.py` fails when a class of
+    our tree is decided only by the root's catch-all row. Imported on first use: the CLI
+    starts without loading the flows."""
+    from fleet.request import RequestError
+    from fleet.scenario import ScenarioError
+    from fleet.schema_check import SchemaProblem
+    from flows.preflight import BadInput, PreflightError
+    from flows.roundplan import PlanError
+    from ground.errors import CanaryError
     from ground.prefect_server import PrefectUnavailable
-    from probes.errors import DiscoveryError, InvalidModelIdError
-    from quarantine.adapters.lease import LeaseError
+    from ground.settings import RenamedSettingError
+    from probes.errors import InvalidModelIdError, ProbeClientError
+    from probes.prompts import UnknownLocaleError
     from quarantine.errors import QuarantineError
+    from routing.errors import ContractError, RoutingError
+    from routing.gateway import BodyTooLarge, BodyTooSlow
+    from routing.upstream import MalformedStream, UpstreamError
+    from wire.jsonio import WireJSONError
 
-    if isinstance(exc, PreflightError):
-        return exc.code, str(exc)
-    if isinstance(exc, LeaseError):
-        return RUNTIME, str(exc)
-    if isinstance(exc, PrefectUnavailable):
-        return RUNTIME, f"Prefect API unavailable: {exc}"
-    if isinstance(exc, InvalidModelIdError):
-        return BAD_INPUT, str(exc)
-    if isinstance(exc, DiscoveryError | QuarantineError):
-        return RUNTIME, str(exc)
-    if isinstance(exc, ValidationError):  # bad values reaching a model (reason, tag, ...)
-        return BAD_INPUT, f"invalid input: {describe_validation(exc)}"
-    if isinstance(exc, ValueError):  # PlanError (unknown endpoint), empty reasons, ...
-        return BAD_INPUT, str(exc)
+    return (
+        (BadInput, BAD_INPUT),
+        (PreflightError, RUNTIME),  # Unavailable: the base URL, the model upstream
+        (InvalidModelIdError, BAD_INPUT),
+        (ProbeClientError, RUNTIME),  # discovery failed
+        (RenamedSettingError, BAD_INPUT),
+        (PlanError, BAD_INPUT),  # an unknown endpoint subset
+        (UnknownLocaleError, BAD_INPUT),
+        (ContractError, BAD_INPUT),
+        (ScenarioError, BAD_INPUT),
+        (RequestError, BAD_INPUT),  # the fleet's answers to a bad request
+        (SchemaProblem, BAD_INPUT),
+        (WireJSONError, BAD_INPUT),
+        (QuarantineError, RUNTIME),  # unknown model or tag, corrupt state, the round lock
+        (PrefectUnavailable, RUNTIME),
+        (RoutingError, RUNTIME),
+        (UpstreamError, RUNTIME),  # the gateway's upstream transport
+        (MalformedStream, RUNTIME),
+        (BodyTooLarge, BAD_INPUT),  # a client's request body
+        (BodyTooSlow, BAD_INPUT),
+        (CanaryError, RUNTIME),  # the root's catch-all (a class the table does not name yet)
+        (ValidationError, BAD_INPUT),  # bad values reaching a model (reason, tag, ...)
+        (ValueError, BAD_INPUT),  # an empty reason, a bad number, ...
+    )
+
+
+def exit_code_for(exc: BaseException) -> tuple[int, str] | None:
+    """The exit code and line for one of our exceptions, or None for a foreign one."""
+    from ground.prefect_server import PrefectUnavailable
+
+    for cls, code in exit_codes():
+        if isinstance(exc, cls):
+            if isinstance(exc, PrefectUnavailable):
+                return code, f"Prefect API unavailable: {exc}"
+            if isinstance(exc, ValidationError):
+                return code, f"invalid input: {describe_validation(exc)}"
+            return code, str(exc)
     return None
 
 
@@ -99,7 +137,7 @@ def cli_errors[**P, T](command: Callable[P, T]) -> Callable[P, T]:
         except Exception as exc:
             if _debug:
                 raise
-            mapped = _exit_code_for(exc)
+            mapped = exit_code_for(exc)
             if mapped is None:
                 first = (str(exc).strip().splitlines() or [""])[0][:300]
                 exit_with_error(

@@ -38,8 +38,8 @@ def serve(
     from routing.serving import gateway_config
 
     settings = settings_or_exit()
-    if not settings.gateway_keys:
-        exit_with_error("no client keys: set CANARY_GATEWAY_KEYS (comma-separated)", BAD_INPUT)
+    if not settings.gateway.keys:
+        exit_with_error("no client keys: set CANARY_GATEWAY__KEYS (comma-separated)", BAD_INPUT)
     try:
         from routing.exclusions import static_source
 
@@ -51,17 +51,17 @@ def serve(
         exit_with_error(str(exc), BAD_INPUT)
     application = create_app(
         router,
-        keys=[k.get_secret_value() for k in settings.gateway_keys],
-        max_body_bytes=settings.gateway_max_body_bytes,
-        body_timeout_s=settings.gateway_body_timeout_s,
+        keys=[k.get_secret_value() for k in settings.gateway.keys],
+        max_body_bytes=settings.gateway.max_body_bytes,
+        body_timeout_s=settings.gateway.body_timeout_s,
     )
     config = gateway_config(
         application,
         host=host,
         port=port,
         log_level=log_level,
-        keep_alive_s=settings.gateway_keep_alive_s,
-        header_timeout_s=settings.gateway_header_timeout_s,
+        keep_alive_s=settings.gateway.keep_alive_s,
+        header_timeout_s=settings.gateway.header_timeout_s,
     )
     server = uvicorn.Server(config)
 

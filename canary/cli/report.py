@@ -46,7 +46,8 @@ def report_cmd(
         target,
         now=now,
         since=start,
-        ttft_bar_s=settings.ttft_threshold_s,
+        ttft_bar_s=settings.probe.ttft_threshold_s,
+        clean_rounds=settings.policy.clean_rounds,
         out_dir=out_dir,
     )
     summary = report.summary()

@@ -66,28 +66,13 @@ from pydantic import BaseModel, ValidationError
 from ground.clock import UtcDatetime, as_utc
 from ground.prefect_api import busy_retry_client
 from ground.slugs import model_slug
+from quarantine.errors import LeaseLostError, LeaseTimeoutError
 
 log = logging.getLogger(__name__)
 
 RENEWALS_PER_LEASE = 3
 RETRY_S = 1.0  # after a failed renewal
 CALL_TIMEOUT_S = 10.0  # bound on one API call outside a lease's own deadline
-
-
-class LeaseError(RuntimeError):
-    """Base of the lease errors."""
-
-
-class LeaseTimeoutError(LeaseError, TimeoutError):
-    """The lock stayed held by a live holder for the whole wait."""
-
-    def __init__(self, message: str, view: LeaseView) -> None:
-        super().__init__(message)
-        self.view = view
-
-
-class LeaseLostError(LeaseError):
-    """This process no longer holds the lease it acquired."""
 
 
 def lease_name(model: str) -> str:

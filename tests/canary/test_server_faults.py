@@ -66,7 +66,7 @@ def _env(settings: Settings, fleet: FleetHandle) -> dict[str, str]:
         "CANARY_MODE": "enforce",
         "CANARY_CONTROL_PROVIDERS": "",
         "CANARY_NOTIFICATION_BLOCK": "",
-        "CANARY_TTFT_THRESHOLD_S": "60",
+        "CANARY_PROBE__TTFT_THRESHOLD_S": "60",
         "CANARY_ROUND_LEASE_S": str(LEASE_S),
         "CANARY_API_LOST_AFTER_S": str(API_LOST_AFTER_S),
         "CANARY_ROUND_LOCK_WAIT_S": "100",

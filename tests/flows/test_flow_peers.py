@@ -82,7 +82,7 @@ async def test_unnamed_start_defect_on_one_host_is_a_peer_outlier(
 ) -> None:
     """A host that loses the first token of every reply passes every rule, but its starts
     differ from its five peers': `start:peer_outlier` is recorded for it alone, observe only
-    (no failure, no suspension); with CANARY_START_PEER_OUTLIER_ENFORCE it fails the round."""
+    (no failure, no suspension); with CANARY_PROBE__START_PEER_OUTLIER_ENFORCE it fails the round."""
     model = "test/peer-unnamed"
     load_model(
         canary_env, model, [*(endpoint(t) for t in HEALTHY), endpoint("drop/fp8", defects=DROP)]
@@ -94,7 +94,7 @@ async def test_unnamed_start_defect_on_one_host_is_a_peer_outlier(
         assert {verdict for _t, _l, verdict, _why in summary.endpoints} == {"clean"}
         assert summary.decisions == [] and summary.findings == []
 
-    monkeypatch.setenv("CANARY_START_PEER_OUTLIER_ENFORCE", "true")
+    monkeypatch.setenv("CANARY_PROBE__START_PEER_OUTLIER_ENFORCE", "true")
     third = await _round(model, at + 2 * HALF_HOUR)
     rows = {tag: (verdict, why) for tag, _l, verdict, why in third.endpoints}
     assert rows["drop/fp8"] == ("failed", "start:peer_outlier")

@@ -307,7 +307,7 @@ async def test_c8_language_failure_confirmed_by_majority_and_locale_sticks(
     same locale next round; a one-off switch is outvoted by its two confirmations."""
     model = "test/lang"
     # first_n: every request of the first probe set switches, the confirmations do not
-    set_size = 3 + load_settings().start_samples  # language, refusal, structured, start x n
+    set_size = 3 + load_settings().probe.start_samples  # language, refusal, structured, start x n
     once = [{"kind": "language_switch", "first_n": set_size, "to": "en", "alt": "de"}]
     _load_with_switching_host(canary_env, model, endpoint("once/fp8", defects=once))
     first = await _round(model, T0)
@@ -338,7 +338,7 @@ async def test_c8_an_endpoints_confirmations_do_not_wait_for_the_slowest_endpoin
     assert rows["always/fp8"] == "failed", rows
     seen = [r for r in canary_env.requests() if r["model"] == model]
     fast = sorted(r["ts"] for r in seen if r["tag"] == "always/fp8")
-    set_size = 3 + load_settings().start_samples
+    set_size = 3 + load_settings().probe.start_samples
     assert len(fast) == set_size + 2, fast  # the probe set, then two confirmations
     # the slow endpoint's last reply cannot have started before its request plus its delay
     slow_busy_until = max(r["ts"] + r["scripted_ttft_s"] for r in seen if r["tag"] == "slow/fp8")
@@ -404,7 +404,7 @@ async def test_a_round_starts_the_endpoint_reported_slowest_first(
 ) -> None:
     """With one probe at a time, the endpoint whose listed median latency is the highest is
     probed first although its tag sorts last; the summary still lists endpoints by tag."""
-    monkeypatch.setenv("CANARY_PROBE_CONCURRENCY", "1")
+    monkeypatch.setenv("CANARY_PROBE__CONCURRENCY", "1")
     monkeypatch.setenv("CANARY_CONTROL_PROVIDERS", "")
     model = "test/slowest-first"
     slow = {"ttft_s": 1.2, "tokens_per_s": 100, "jitter": 0.0}  # listed p50 latency 1.2 s

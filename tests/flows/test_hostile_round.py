@@ -167,7 +167,7 @@ def hostile_env(
         "CANARY_API_KEY": KEY,
         "CANARY_HOME": str(tmp_path / "home"),
         "CANARY_LOCALES": "en",
-        "CANARY_TTFT_THRESHOLD_S": "5",
+        "CANARY_PROBE__TTFT_THRESHOLD_S": "5",
         "CANARY_MODE": "enforce",
         "CANARY_NOTIFICATION_BLOCK": "",
         "CANARY_CONTROL_PROVIDERS": "",

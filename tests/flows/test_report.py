@@ -25,7 +25,7 @@ from tests.fixtures.fleet import FleetHandle
 
 # replies judged for their start per endpoint and round: the start samples, the
 # refusal and the language reply
-REPLIES = load_settings().start_samples + 2
+REPLIES = load_settings().probe.start_samples + 2
 
 MODEL = "test/report"
 TAGS = ["a/fp8", "b/fp8", "bad/fp8", "blip/fp8", "c/fp8"]
@@ -70,7 +70,7 @@ async def test_o3_q3_report_from_real_rounds_plots_endpoints_counts_and_false_po
     assert ("reinstated_early", "blip/fp8") in kinds and ("suspended", "bad/fp8") in kinds
     report = build_report(
         probes, decisions, model=MODEL, now=times[-1], since=t0 - HALF_HOUR,
-        ttft_bar_s=TTFT_THRESHOLD_S,
+        ttft_bar_s=TTFT_THRESHOLD_S, clean_rounds=settings.policy.clean_rounds,
     )  # fmt: skip
 
     # verdict timeline: every endpoint, 6 rounds, the ledger's count of failed endpoint-rounds

@@ -30,7 +30,7 @@ from tests.fixtures.canary_env import STRAY, endpoint, load_model
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.prefect import final_task_runs
 
-REPLIES = load_settings().start_samples + 2
+REPLIES = load_settings().probe.start_samples + 2
 
 T0 = datetime(2026, 11, 4, 0, 0, tzinfo=UTC)
 MODEL = "test/analyst"

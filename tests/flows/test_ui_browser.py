@@ -35,7 +35,7 @@ from tests.fixtures.fleet import FleetHandle
 
 # replies judged for their start per endpoint and round: the start samples, the
 # refusal and the language reply
-REPLIES = load_settings().start_samples + 2
+REPLIES = load_settings().probe.start_samples + 2
 
 CHROMIUM = Path("/usr/bin/chromium")
 MODEL = "test/browser"
@@ -122,7 +122,7 @@ def test_o3_browser_shows_suspended_endpoint_reason_and_evidence(
         "CANARY_HOME": str(home),
         "CANARY_BASE_URL": fleet.base_url,
         "CANARY_API_KEY": fleet.key,
-        "CANARY_TTFT_THRESHOLD_S": "2.0",
+        "CANARY_PROBE__TTFT_THRESHOLD_S": "2.0",
         "CANARY_NOTIFICATION_BLOCK": "",
     }
     now = datetime.now(UTC).replace(second=0, microsecond=0)

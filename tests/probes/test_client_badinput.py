@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from ground.settings import ProbeConfig
 from probes.client import ProbeClient
 from probes.contracts import classify_transport, judge_latency, judge_refusal
 from probes.errors import DiscoveryAuthError, DiscoveryTransportError, MalformedDiscoveryPayload
@@ -263,7 +264,7 @@ async def _probe(scenario: str, **client_kw: Any) -> tuple[Transcript, float]:
     kw: dict[str, Any] = {"ttft_threshold_s": 1.0, "total_timeout_s": 3.0, **client_kw}
     async with (
         raw_server() as root,
-        ProbeClient(f"{root}/{scenario}", "sk-test-secret", **kw) as client,
+        ProbeClient(f"{root}/{scenario}", "sk-test-secret", ProbeConfig(**kw)) as client,
     ):
         started = time.monotonic()
         t = await client.probe(EP, Contract.REFUSAL, MSGS, locale="en")
@@ -352,7 +353,7 @@ async def test_c2_no_headers_is_read_timeout() -> None:
 @pytest.mark.parametrize(
     ("scenario", "reason"),
     [
-        ("reset_mid", "connection_reset"),
+        ("reset_mid", "remote_protocol_error"),  # the peer closed mid-body
         ("cut_clean", "stream_cut"),
         ("in_band_502", "in_band_502"),
     ],

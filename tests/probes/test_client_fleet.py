@@ -11,6 +11,7 @@ from statistics import median
 
 import pytest
 
+from ground.settings import ProbeConfig
 from probes.client import ProbeClient
 from probes.contracts import RESPONSE_FORMAT
 from probes.errors import (
@@ -65,7 +66,7 @@ async def test_c1_discover_typed_errors(fleet: FleetHandle) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     async with ProbeClient(
-        f"http://127.0.0.1:{port}/api/v1", fleet.key, connect_timeout_s=1.0
+        f"http://127.0.0.1:{port}/api/v1", fleet.key, ProbeConfig(connect_timeout_s=1.0)
     ) as client:
         with pytest.raises(DiscoveryTransportError):
             await client.discover(MODEL)
@@ -79,7 +80,7 @@ async def test_c3_ttft_within_50ms_of_scripted(fleet: FleetHandle) -> None:
     scripted = _scripted(fleet)
     tags = ["groq/fp16", "deepinfra/fp8", "hyperbolic/bf16", "slowpoke/bf16"]
     errors: dict[str, list[float]] = {}
-    async with ProbeClient(fleet.base_url, fleet.key, ttft_threshold_s=5.0) as client:
+    async with ProbeClient(fleet.base_url, fleet.key, ProbeConfig(ttft_threshold_s=5.0)) as client:
         endpoints = {e.tag: e for e in await client.discover(MODEL)}
         for tag in tags:  # sequential: an idle fleet, so the error is the client's, not queueing
             assert (scripted[tag]["slow"] or scripted[tag]["ttft"]) is not None
@@ -103,7 +104,7 @@ async def test_c3_ttft_within_50ms_of_scripted(fleet: FleetHandle) -> None:
 
 async def test_c2_every_logged_request_pinned_exactly(fleet: FleetHandle) -> None:
     """C2: each request the fleet logged names only the probed endpoint, no fallbacks, require_parameters iff response_format."""
-    async with ProbeClient(fleet.base_url, fleet.key, ttft_threshold_s=2.0) as client:
+    async with ProbeClient(fleet.base_url, fleet.key, ProbeConfig(ttft_threshold_s=2.0)) as client:
         endpoints = await client.discover(MODEL)
         picked = [
             e

@@ -30,7 +30,7 @@ CORPUS = Path(__file__).parents[1] / "data" / "corpus" / "clean"
 
 def test_c3_sse_comments_and_events() -> None:
     """C3: keep-alive comments are Comment items, data lines dispatch on a blank line."""
-    p = SSEParser()
+    p = SSEParser(max_line_bytes=1_000_000)
     items = p.feed(b': OPENROUTER PROCESSING\n\ndata: {"a":1}\r\n\r\ndata: [DONE]\n\n')
     assert items == [Comment("OPENROUTER PROCESSING"), Event('{"a":1}'), Event("[DONE]")]
     assert p.malformed_lines == 0 and not p.pending
@@ -40,8 +40,8 @@ def test_c3_sse_comments_and_events() -> None:
 def test_c3_sse_split_anywhere_same_events(cuts: list[int]) -> None:
     """C3: the parser yields the same events however the bytes are chunked (BOM included)."""
     raw = '\ufeff: ping\n\ndata: {"x":"é日"}\n\nid: 3\nevent: m\ndata: a\ndata: b\n\ndata: [DONE]\n\n'.encode()
-    whole = SSEParser().feed(raw)
-    p = SSEParser()
+    whole = SSEParser(max_line_bytes=1_000_000).feed(raw)
+    p = SSEParser(max_line_bytes=1_000_000)
     got: list[Comment | Event] = []
     pos = 0
     for cut in cuts:
@@ -283,25 +283,21 @@ def test_c4_refusal_patterns_no_false_positive_on_clean_corpus() -> None:
 
 def test_c2_client_from_settings_hides_key() -> None:
     """C2/secrets: from_settings takes every probe knob; the key never shows in repr."""
-    from ground.settings import Settings
+    from ground.settings import ProbeConfig, Settings
     from probes.client import ProbeClient
 
     settings = Settings(
         _env_file=None,
         base_url="http://127.0.0.1:9/api/v1/",
         api_key="sk-hidden-1",
-        ttft_threshold_s=4.0,
-        probe_max_bytes=5000,
+        probe={"ttft_threshold_s": 4.0, "max_bytes": 5000},
     )
     client = ProbeClient.from_settings(settings)
-    assert (client.base_url, client.ttft_threshold_s, client.max_bytes) == (
-        "http://127.0.0.1:9/api/v1",
-        4.0,
-        5000,
-    )
+    assert client.base_url == "http://127.0.0.1:9/api/v1" and client.config is settings.probe
+    assert (client.config.ttft_threshold_s, client.config.max_bytes) == (4.0, 5000)
     assert "sk-hidden-1" not in repr(client) and "api_key=<set>" in repr(client)
     with pytest.raises(ValueError, match="ttft_threshold_s"):
-        ProbeClient("http://x", None, ttft_threshold_s=0)
+        ProbeConfig(ttft_threshold_s=0)
     with pytest.raises(ValueError, match="http"):
         ProbeClient("ftp://x", None)
 

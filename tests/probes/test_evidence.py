@@ -10,6 +10,7 @@ from flows.graph import FAILED_STATE_NAME, VerdictLogFilter, verdict_label, verd
 from flows.render import decisions_markdown, outcome_rows
 from flows.status_artifact import status_markdown
 from flows.transcripts import TOTAL_CHARS, failing_transcripts_markdown
+from ground.settings import ProbeConfig
 from probes.contracts import judge_latency, judge_refusal, judge_structured
 from probes.evidence import BRIEF_CHARS, evidence_brief, evidence_text
 from probes.integrity import check_reply, judge_start_share
@@ -21,6 +22,8 @@ from quarantine.models import Decision, DecisionKind, Mode, ModelState, Provider
 from quarantine.overview import Standing, endpoint_views
 from quarantine.verdicts import RoundVerdict, round_verdict
 from wire.text import Scrubber
+
+DEFAULTS = ProbeConfig()  # the probe settings at their defaults
 
 T0 = datetime(2026, 11, 3, tzinfo=UTC)
 KEY = "sk-or-v1-0123456789abcdef0123456789abcdef"
@@ -59,7 +62,7 @@ def _start_outcome() -> Outcome:
                 }
             )
         )
-    return with_anomalous_heads(judge_start_share(replies), replies)
+    return with_anomalous_heads(judge_start_share(replies, DEFAULTS), replies)
 
 
 def test_o3_start_evidence_counts_anomalous_replies_and_shows_their_first_characters() -> None:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ground.settings import ProbeConfig
 from probes.client import ProbeClient
 from probes.contracts import judge_latency, judge_refusal, judge_structured
 from probes.errors import MalformedDiscoveryPayload
@@ -121,7 +122,7 @@ def hostile_replies(draw: st.DrawFn) -> Reply:
 
 
 async def _probe(base_url: str, contract: Contract) -> Transcript:
-    async with ProbeClient(base_url, KEY, ttft_threshold_s=2.0, total_timeout_s=5.0, max_bytes=300_000) as c:  # fmt: skip
+    async with ProbeClient(base_url, KEY, ProbeConfig(ttft_threshold_s=2.0, total_timeout_s=5.0, max_bytes=300_000)) as c:  # fmt: skip
         return await c.probe(ENDPOINT, contract, [{"role": "user", "content": "hi"}], locale="en")
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ground.settings import ProbeConfig
 from probes.integrity import (
     check_encoding,
     check_repetition,
@@ -25,6 +26,8 @@ from tests.data.variants import (
     repetition_loops,
     stray_starts,
 )
+
+DEFAULTS = ProbeConfig()  # the probe settings at their defaults
 
 FAIL, PASS, INCONCLUSIVE = OutcomeStatus.FAIL, OutcomeStatus.PASS, OutcomeStatus.INCONCLUSIVE
 
@@ -212,12 +215,12 @@ def _o(status: OutcomeStatus, reason: str = "ok") -> Outcome:
 def test_c9_share_verdict_examples() -> None:
     """C9: 19 of 20 anomalous fails a host; 1 of 20 passes; 2 replies are inconclusive."""
     bad, good = _o(FAIL, "stray_start"), _o(PASS)
-    v = judge_start_share([bad] * 19 + [good])
+    v = judge_start_share([bad] * 19 + [good], DEFAULTS)
     assert (v.status, v.reason, v.evidence["share"]) == (FAIL, "stray_start", 0.95)
-    assert judge_start_share([bad] + [good] * 19).status is PASS
-    assert judge_start_share([bad, bad]).status is INCONCLUSIVE
-    assert judge_start_share([bad, bad, _o(INCONCLUSIVE, "empty")]).status is INCONCLUSIVE
-    assert judge_start_share([bad] * 3 + [good] * 17).status is FAIL  # 15%
+    assert judge_start_share([bad] + [good] * 19, DEFAULTS).status is PASS
+    assert judge_start_share([bad, bad], DEFAULTS).status is INCONCLUSIVE
+    assert judge_start_share([bad, bad, _o(INCONCLUSIVE, "empty")], DEFAULTS).status is INCONCLUSIVE
+    assert judge_start_share([bad] * 3 + [good] * 17, DEFAULTS).status is FAIL  # 15%
 
 
 @given(n=st.integers(min_value=1, max_value=60), pos=st.integers(min_value=0, max_value=59))
@@ -225,7 +228,7 @@ def test_c9_one_odd_reply_never_fails_a_host(n: int, pos: int) -> None:
     """C9: exactly one anomalous reply never fails an endpoint, whatever the round size."""
     outs = [_o(PASS)] * n
     outs[pos % n] = _o(FAIL, "repetition_loop")
-    assert judge_start_share(outs).status is not FAIL
+    assert judge_start_share(outs, DEFAULTS).status is not FAIL
 
 
 @given(n=st.integers(min_value=3, max_value=60), k=st.integers(min_value=0, max_value=60))
@@ -234,7 +237,7 @@ def test_c9_share_threshold_property(n: int, k: int) -> None:
     k = min(k, n)
     outs = [_o(FAIL, "stray_start")] * k + [_o(PASS)] * (n - k)
     expected = FAIL if (k >= 2 and k / n >= 0.15) else PASS
-    assert judge_start_share(outs).status is expected
+    assert judge_start_share(outs, DEFAULTS).status is expected
 
 
 def test_c9_locales_cover_rtl_and_spaceless() -> None:

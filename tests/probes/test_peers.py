@@ -7,17 +7,26 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ground.settings import ProbeConfig
+from probes import peers
 from probes.exact import bonferroni, fisher_greater
 from probes.peers import (
-    MIN_EFFECT,
-    PEER_ALPHA,
+    ModelFinding,
     Observation,
     PeerDecision,
+    PeerVerdict,
     Rate,
-    compare_rates,
 )
 
 D = PeerDecision
+PEER_ALPHA, MIN_EFFECT = ProbeConfig().peer_alpha, ProbeConfig().peer_min_effect
+
+
+def compare_rates(
+    contract: str, observations: dict[str, Observation]
+) -> tuple[dict[str, PeerVerdict], ModelFinding | None]:
+    """The comparison at the default settings."""
+    return peers.compare_rates(contract, observations, alpha=PEER_ALPHA, min_effect=MIN_EFFECT)
 
 
 def obs(k: int, n: int, above: bool | None = None, reason: str = "stray_start") -> Observation:

@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Sequence
+from typing import Any
 
 import pytest
 
+from ground.settings import ProbeConfig
 from probes.client import ProbeClient
 from probes.contracts import judge_controls
 from probes.probeset import ProbeSetResult, confirm_language, majority, run_probe_set
@@ -34,10 +36,12 @@ DEFECTIVE = {
 S = OutcomeStatus
 
 
-def _client(fleet: FleetHandle) -> ProbeClient:
-    return ProbeClient(
-        fleet.base_url, fleet.key, ttft_threshold_s=THRESHOLD_S, total_timeout_s=20.0
-    )
+def _client(fleet: FleetHandle, **config: Any) -> ProbeClient:
+    """A client with the tests' latency threshold, total bound and two start samples (a set
+    of five requests), `config` changed."""
+    limits = {"ttft_threshold_s": THRESHOLD_S, "total_timeout_s": 20.0, "start_samples": 2}
+    limits.update(config)
+    return ProbeClient(fleet.base_url, fleet.key, ProbeConfig(**limits))
 
 
 async def _bounded[T](jobs: Sequence[Awaitable[T]], limit: int = 6) -> list[T]:
@@ -67,12 +71,7 @@ async def test_c3_c4_c6_c7_c9_each_defect_fails_its_contract(fleet: FleetHandle)
         tags = ["startcorrupt/fp8", "mixhost/fp8", "slowpoke/bf16", "policywall/fp8", "schemabreak/fp8",
                 "mojibake/fp8", "filterctl/fp8", "nostruct/bf16"]  # fmt: skip
         locale = {"mixhost/fp8": "pt-BR"}
-        results = await _bounded(
-            [
-                run_probe_set(client, eps[t], locale.get(t, "en"), ttft_threshold_s=THRESHOLD_S)
-                for t in tags
-            ]
-        )
+        results = await _bounded([run_probe_set(client, eps[t], locale.get(t, "en")) for t in tags])
     by = {r.tag: r for r in results}
     assert _status(by["startcorrupt/fp8"], Contract.START)[0] is S.FAIL
     assert by["startcorrupt/fp8"].outcomes[Contract.START].reason == "stray_start"
@@ -108,13 +107,13 @@ async def test_c4_every_policy_mode_fails_refusal(fleet: FleetHandle, mode: str)
         if e["tag"] == "policywall/fp8":
             e["defects"] = [{"kind": "policy_filter", "rate": 1.0, "modes": [mode]}]
     fleet.load(scenario, time_scale=0.1, seed=0)
-    async with _client(fleet) as client:
+    async with _client(fleet, start_samples=0) as client:
         eps = await _endpoints(client)
         locales = (
             LOCALES if mode == "refusal" else ("en", "ja", "ar")
         )  # refusal text: all 17 pattern sets
         results = await _bounded(
-            [run_probe_set(client, eps["policywall/fp8"], loc, start_samples=0) for loc in locales]
+            [run_probe_set(client, eps["policywall/fp8"], loc) for loc in locales]
         )
     for r in results:
         o = r.outcomes[Contract.REFUSAL]
@@ -123,13 +122,10 @@ async def test_c4_every_policy_mode_fails_refusal(fleet: FleetHandle, mode: str)
 
 async def test_c5_control_host_keeps_refusal_probe_verified(fleet: FleetHandle) -> None:
     """C5: the known-filtering control fails the refusal probe, so the probe is not weak; a healthy 'control' makes it weak."""
-    async with _client(fleet) as client:
+    async with _client(fleet, start_samples=0) as client:
         eps = await _endpoints(client)
         ctl, healthy = await _bounded(
-            [
-                run_probe_set(client, eps[t], "de", start_samples=0)
-                for t in ("filterctl/fp8", "groq/fp16")
-            ]
+            [run_probe_set(client, eps[t], "de") for t in ("filterctl/fp8", "groq/fp16")]
         )
     verdict = judge_controls([ctl.outcomes[Contract.REFUSAL]])
     assert (verdict.weak, verdict.verified) == (False, True)
@@ -162,9 +158,7 @@ async def test_c7_healthy_hosts_never_fail_20_sets_all_locales(fleet: FleetHandl
 
     The latency threshold here is 3 s (still 100x the scripted 0.03 s TTFT): the fleet's own CPU
     time is not scaled by time_scale, and on a shared 2-core machine 1,400 streams can queue."""
-    async with ProbeClient(
-        fleet.base_url, fleet.key, ttft_threshold_s=3.0, total_timeout_s=20.0
-    ) as client:
+    async with _client(fleet, ttft_threshold_s=3.0) as client:
         eps = await _endpoints(client)
         healthy = sorted(t for t in eps if t not in DEFECTIVE)
         assert len(healthy) == 14
@@ -184,11 +178,11 @@ async def test_c7_healthy_hosts_never_fail_20_sets_all_locales(fleet: FleetHandl
 
 async def test_c8_confirmation_majority(fleet: FleetHandle) -> None:
     """C8: mixhost's pt-BR failure is confirmed 2 of 3; a healthy host's language passes the vote."""
-    async with _client(fleet) as client:
+    async with _client(fleet, start_samples=0) as client, _client(fleet, confirmations=3) as three:
         eps = await _endpoints(client)
-        first = await run_probe_set(client, eps["mixhost/fp8"], "pt-BR", start_samples=0)
+        first = await run_probe_set(client, eps["mixhost/fp8"], "pt-BR")
         confirmations = await confirm_language(client, eps["mixhost/fp8"], "pt-BR")
-        healthy = await confirm_language(client, eps["deepinfra/fp8"], "pt-BR", attempts=3)
+        healthy = await confirm_language(three, eps["deepinfra/fp8"], "pt-BR")
     assert len(confirmations) == 2
     vote = majority([first.outcomes[Contract.LANGUAGE], *confirmations])
     assert vote.status is S.FAIL and vote.evidence["fails"] >= 2
@@ -216,17 +210,22 @@ async def test_c2_misrouted_host_is_never_a_pass(fleet: FleetHandle) -> None:
     assert statuses[Contract.LANGUAGE] is S.MISROUTED and statuses[Contract.REFUSAL] is S.MISROUTED
 
 
-async def test_c9_probe_set_share_and_max_tokens_are_parameters(fleet: FleetHandle) -> None:
-    """C9/C2: run_probe_set judges START with the given floor/share and caps every request at max_tokens."""
-    async with _client(fleet) as client:
+async def test_c9_probe_set_share_and_max_tokens_come_from_the_client_s_config(
+    fleet: FleetHandle,
+) -> None:
+    """C9/C2: run_probe_set judges START with its config's floor/share and caps every request
+    at its max_tokens."""
+    async with (
+        _client(fleet, start_samples=2) as client,
+        _client(fleet, start_samples=2, max_tokens=64, start_anomaly_min_replies=10) as raising,
+        _client(fleet, start_samples=2, start_anomaly_share=1.0) as lenient_client,
+    ):
         ep = (await _endpoints(client))["startcorrupt/fp8"]
-        default = await run_probe_set(client, ep, "en", start_samples=2)
+        default = await run_probe_set(client, ep, "en")
         fleet.clear_requests()
-        raised = await run_probe_set(
-            client, ep, "en", start_samples=2, max_tokens=64, start_min_replies=10
-        )
+        raised = await run_probe_set(raising, ep, "en")
         sent = fleet.requests()
-        lenient = await run_probe_set(client, ep, "en", start_samples=2, start_share=1.0)
+        lenient = await run_probe_set(lenient_client, ep, "en")
     assert _status(default, Contract.START) == (S.FAIL, "stray_start")
     assert _status(raised, Contract.START) == (S.INCONCLUSIVE, "too_few_replies")
     assert len(default.reply_outcomes) == 4
@@ -241,10 +240,10 @@ async def test_c9_probe_set_share_and_max_tokens_are_parameters(fleet: FleetHand
 
 
 async def test_c8_confirm_language_caps_max_tokens(fleet: FleetHandle) -> None:
-    """C8: confirm_language sends every confirmation with the given max_tokens."""
-    async with _client(fleet) as client:
+    """C8: confirm_language sends its config's confirmations with its max_tokens."""
+    async with _client(fleet, max_tokens=48) as client:
         ep = (await _endpoints(client))["deepinfra/fp8"]
-        outcomes = await confirm_language(client, ep, "en", attempts=2, max_tokens=48)
+        outcomes = await confirm_language(client, ep, "en")
     sent = fleet.requests()
     assert len(outcomes) == 2 and len(sent) == 2
     assert {r["body"]["max_tokens"] for r in sent} == {48}
@@ -258,9 +257,9 @@ async def test_c8_c9_flow_tasks_pass_probe_settings(
 
     monkeypatch.setenv("CANARY_BASE_URL", fleet.base_url)
     monkeypatch.setenv("CANARY_API_KEY", fleet.key)
-    monkeypatch.setenv("CANARY_TTFT_THRESHOLD_S", str(THRESHOLD_S))
-    monkeypatch.setenv("CANARY_PROBE_MAX_TOKENS", "56")
-    monkeypatch.setenv("CANARY_START_ANOMALY_MIN_REPLIES", "50")
+    monkeypatch.setenv("CANARY_PROBE__TTFT_THRESHOLD_S", str(THRESHOLD_S))
+    monkeypatch.setenv("CANARY_PROBE__MAX_TOKENS", "56")
+    monkeypatch.setenv("CANARY_PROBE__START_ANOMALY_MIN_REPLIES", "50")
     async with _client(fleet) as client:
         ep = (await _endpoints(client))["startcorrupt/fp8"]
     result = await probe_endpoint.fn(ep, "en")

@@ -8,11 +8,14 @@ import random
 import pytest
 
 from fleet import bank
+from ground.settings import ProbeConfig
 from probes.integrity import judge_start_share
 from probes.peer_round import EMPTY_OR_TRUNCATED, PEER_OUTLIER, PeerRound, judge_with_peers
 from probes.probeset import ProbeSetResult, reply_outcome
 from probes.start_fingerprint import FEATURES, fingerprint, fingerprint_outliers
 from probes.types import Contract, Outcome, OutcomeStatus, Transcript
+
+DEFAULTS = ProbeConfig()  # the probe settings at their defaults
 
 S = OutcomeStatus
 
@@ -55,7 +58,7 @@ def test_unnamed_defect_on_one_host_is_a_fingerprint_outlier(locale: str) -> Non
     samples = {f"h{i}/fp8": [(locale, fingerprint(t)) for t in _healthy(locale, 6, rng)] for i in range(6)}  # fmt: skip
     broken = [bank.chunk_text(t, locale)[1:] for t in _healthy(locale, 6, rng)]
     samples["drop/fp8"] = [(locale, fingerprint("".join(c))) for c in broken]
-    out = fingerprint_outliers(samples)
+    out = fingerprint_outliers(samples, alpha=DEFAULTS.peer_alpha)
     assert set(out) == {"drop/fp8"}
     o = out["drop/fp8"]
     assert o.p_adjusted <= 0.05 and o.effect >= 0.4 and o.host.endswith("/6")
@@ -67,11 +70,11 @@ def test_shared_style_and_small_or_lonely_groups_are_not_outliers() -> None:
     or alone in its locale group, is not compared."""
     rng = random.Random(3)
     quoted = {f"h{i}": [("en", fingerprint('"' + t)) for t in _healthy("en", 6, rng)] for i in range(5)}  # fmt: skip
-    assert fingerprint_outliers(quoted) == {}
+    assert fingerprint_outliers(quoted, alpha=DEFAULTS.peer_alpha) == {}
     drop = [("en", fingerprint(_drop_first_word(t))) for t in _healthy("en", 2, rng)]
-    assert fingerprint_outliers({**quoted, "few": drop}) == {}
+    assert fingerprint_outliers({**quoted, "few": drop}, alpha=DEFAULTS.peer_alpha) == {}
     alone = [("de", fingerprint(_drop_first_word(t))) for t in _healthy("de", 6, rng)]
-    assert fingerprint_outliers({**quoted, "alone": alone}) == {}
+    assert fingerprint_outliers({**quoted, "alone": alone}, alpha=DEFAULTS.peer_alpha) == {}
 
 
 # ---- a round against the peers, on hand-built transcripts ---------------------------------
@@ -90,7 +93,7 @@ def _result(
         for i, (c, text) in enumerate(zip(contracts, texts, strict=True))
     ]  # fmt: skip
     replies = [o for o in (reply_outcome(t, locale) for t in transcripts) if o is not None]
-    start = judge_start_share(replies).model_copy(update={"tag": tag, "locale": locale})
+    start = judge_start_share(replies, DEFAULTS).model_copy(update={"tag": tag, "locale": locale})
     ok = {c: Outcome(contract=c, status=S.PASS, reason="ok", tag=tag) for c in Contract}
     return ProbeSetResult(
         tag=tag,
@@ -103,7 +106,7 @@ def _result(
 
 def _round(results: dict[str, ProbeSetResult], controls: tuple[str, ...] = ()) -> PeerRound:
     outcomes = {t: list(r.outcomes.values()) for t, r in results.items()}
-    return judge_with_peers(outcomes, results, exclude=controls)
+    return judge_with_peers(outcomes, results, DEFAULTS, exclude=controls)
 
 
 def _start(outcomes: list[Outcome]) -> list[tuple[S, str]]:

@@ -240,14 +240,14 @@ def test_gateway_serve_refuses_without_keys_or_with_a_bad_contract_dir(
 
     from canary.cli import app
 
-    monkeypatch.delenv("CANARY_GATEWAY_KEYS", raising=False)
+    monkeypatch.delenv("CANARY_GATEWAY__KEYS", raising=False)
     result = CliRunner().invoke(app, ["gateway", "serve", "--port", "0"])
-    assert result.exit_code == 2 and "CANARY_GATEWAY_KEYS" in result.output
+    assert result.exit_code == 2 and "CANARY_GATEWAY__KEYS" in result.output
     bad = tmp_path / "contracts"
     bad.mkdir()
     (bad / "routes.yaml").write_text("version: 1\nroutes: []\ngroups: {}\n")
     (bad / "chat.yaml").write_text("workload: chat\n")
-    monkeypatch.setenv("CANARY_GATEWAY_KEYS", "k1,k2")
+    monkeypatch.setenv("CANARY_GATEWAY__KEYS", "k1,k2")
     result = CliRunner().invoke(
         app, ["gateway", "serve", "--port", "0", "--contracts", str(bad), "--no-quarantine"]
     )

@@ -74,7 +74,7 @@ def gateway_process(hostile: Hostile, tmp_path: Path) -> Iterator[tuple[str, int
         "PYTHONUNBUFFERED": "1",
         "CANARY_BASE_URL": hostile.base_url,
         "CANARY_API_KEY": "sk-or-v1-bounds-test-key-0000",
-        "CANARY_GATEWAY_KEYS": GW,
+        "CANARY_GATEWAY__KEYS": GW,
         "CANARY_HOME": str(tmp_path / "home"),
     }
     log = tmp_path / "gateway.log"
@@ -138,10 +138,10 @@ def test_r12_gateway_rss_stays_bounded_relaying_a_200_mb_error_body(
 
 
 def test_r12_caps_are_settings_wired_by_build_router() -> None:
-    """routing_max_*_bytes reach the upstream client the gateway is built with."""
+    """CANARY_ROUTING__MAX_*_BYTES reach the upstream client the gateway is built with."""
     settings = load_settings(
-        routing_max_line_bytes=5_000, routing_max_reply_bytes=50_000, routing_max_error_body_bytes=2_000
-    )  # fmt: skip
+        routing={"max_line_bytes": 5_000, "max_reply_bytes": 50_000, "max_error_body_bytes": 2_000}
+    )
     router = build_router(settings, ignore_source=static_source(), events=False)
     up = router.upstream
     assert (up.max_line_bytes, up.max_reply_bytes, up.max_error_bytes) == (5_000, 50_000, 2_000)
