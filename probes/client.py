@@ -311,59 +311,10 @@ class ProbeClient:
             locale=locale,
         )
         recorder = StreamRecorder(transcript, scrub=self._scrub)
-        request = self._client.build_request(
-            "POST",
-            f"{self.base_url}/chat/completions",
-            json=body,
-            headers={"Accept": "text/event-stream", "X-Request-Id": transcript.request_id},
-        )
-        loop = asyncio.get_running_loop()
         started = time.perf_counter()
-        loop_start = loop.time()
-        total_s = self.config.total_timeout_s
-        first_deadline = loop_start + min(self.config.ttft_threshold_s, total_s)
-        got_headers = False
-        try:
-            async with asyncio.timeout_at(first_deadline) as scope:
-                response = await self._client.send(request, stream=True)
-                got_headers = True
-                try:
-                    await self._consume(response, transcript, recorder, started, scope, loop_start)
-                finally:
-                    await response.aclose()
-        except TimeoutError:
-            if not got_headers:
-                transcript.transport_error = TransportCode.READ_TIMEOUT
-            elif not recorder.has_text:
-                transcript.gave_up_waiting = True
-            else:
-                transcript.time_limit_hit = True
-            if loop.time() - loop_start >= total_s - 1e-3:
-                transcript.time_limit_hit = True
-        except httpx.HTTPError as exc:
-            transcript.transport_error = transport_code(exc) or TransportCode.NETWORK_ERROR
-        except Exception as exc:  # provider bytes no reader of ours expected: this probe's
-            # typed outcome (`invalid_response`), never the round's failure
-            transcript.transport_error = TransportCode.INVALID_RESPONSE
-            log.warning(
-                "probe %s %s: unreadable reply (%s: %s)",
-                endpoint.tag,
-                contract.value,
-                type(exc).__name__,
-                upstream_text(str(exc), self._scrub, 200),
-            )
+        await self._exchange(body, transcript, recorder, started)
         transcript.total_s = time.perf_counter() - started
-        if (
-            transcript.transport_error is None
-            and transcript.http_status == 200
-            and not transcript.done
-        ):
-            if transcript.byte_limit_hit:
-                transcript.transport_error = TransportCode.BYTE_LIMIT
-            elif transcript.time_limit_hit:
-                transcript.transport_error = TransportCode.TIME_LIMIT
-            elif not transcript.gave_up_waiting and transcript.error is None:
-                transcript.transport_error = TransportCode.STREAM_CUT
+        settle_cut(transcript)
         result = recorder.finish()
         log.debug(
             "probe %s %s status=%s ttft=%s served_by=%s err=%s",
@@ -375,6 +326,53 @@ class ProbeClient:
             result.transport_error or (result.error.error_type if result.error else None),
         )
         return result
+
+    async def _exchange(
+        self, body: dict[str, Any], t: Transcript, recorder: StreamRecorder, started: float
+    ) -> None:
+        """The request and its reply within the probe's bounds: no text within the latency
+        threshold gives up, the total bound cuts the rest; whatever goes wrong is recorded
+        in `t`, never raised."""
+        request = self._client.build_request(
+            "POST",
+            f"{self.base_url}/chat/completions",
+            json=body,
+            headers={"Accept": "text/event-stream", "X-Request-Id": t.request_id},
+        )
+        loop = asyncio.get_running_loop()
+        loop_start = loop.time()
+        total_s = self.config.total_timeout_s
+        first_deadline = loop_start + min(self.config.ttft_threshold_s, total_s)
+        got_headers = False
+        try:
+            async with asyncio.timeout_at(first_deadline) as scope:
+                response = await self._client.send(request, stream=True)
+                got_headers = True
+                try:
+                    await self._consume(response, t, recorder, started, scope, loop_start)
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            if not got_headers:
+                t.transport_error = TransportCode.READ_TIMEOUT
+            elif not recorder.has_text:
+                t.gave_up_waiting = True
+            else:
+                t.time_limit_hit = True
+            if loop.time() - loop_start >= total_s - 1e-3:
+                t.time_limit_hit = True
+        except httpx.HTTPError as exc:
+            t.transport_error = transport_code(exc) or TransportCode.NETWORK_ERROR
+        except Exception as exc:  # provider bytes no reader of ours expected: this probe's
+            # typed outcome (`invalid_response`), never the round's failure
+            t.transport_error = TransportCode.INVALID_RESPONSE
+            log.warning(
+                "probe %s %s: unreadable reply (%s: %s)",
+                t.tag,
+                t.contract.value,
+                type(exc).__name__,
+                upstream_text(str(exc), self._scrub, 200),
+            )
 
     async def _consume(
         self,
@@ -389,30 +387,7 @@ class ProbeClient:
         retry = parse_retry_after(response.headers.get("retry-after"), datetime.now(UTC))
         content_type = response.headers.get("content-type", "")
         if response.status_code != 200 or "json" in content_type:
-            limit = self.config.max_error_body_bytes
-            raw = await self._read_bounded(response, limit)
-            t.bytes_received = len(raw) if raw is not None else limit
-            if raw is None:
-                t.byte_limit_hit = True
-                raw = b""
-            try:
-                payload = jsonio.loads(raw)
-            except ValueError:
-                payload = None
-                if response.status_code == 200:
-                    t.malformed_lines += 1
-            envelope = parse_error(
-                payload,
-                retry_after_s=retry,
-                scrub=self._scrub,
-                fallback_code=response.status_code,
-            )
-            if envelope is None and response.status_code != 200:
-                envelope = unparseable(code=response.status_code, retry_after_s=retry)
-            t.error = envelope
-            if response.status_code == 200 and isinstance(payload, dict):
-                recorder.chunk(payload, time.perf_counter() - started)  # a non-streaming body
-                t.done = not t.byte_limit_hit
+            await self._consume_body(response, t, recorder, started, retry)
             return
         parser = SSEParser(max_line_bytes=self.config.max_bytes)
         try:
@@ -438,3 +413,47 @@ class ProbeClient:
             t.non_utf8_lines += parser.non_utf8_lines
         if t.error is not None and retry is not None and t.error.retry_after_s is None:
             t.error = t.error.model_copy(update={"retry_after_s": retry})
+
+    async def _consume_body(
+        self,
+        response: httpx.Response,
+        t: Transcript,
+        recorder: StreamRecorder,
+        started: float,
+        retry: float | None,
+    ) -> None:
+        """A reply that is not a stream: an error body (bounded), or a 200 JSON body."""
+        limit = self.config.max_error_body_bytes
+        raw = await self._read_bounded(response, limit)
+        t.bytes_received = len(raw) if raw is not None else limit
+        if raw is None:
+            t.byte_limit_hit = True
+            raw = b""
+        try:
+            payload = jsonio.loads(raw)
+        except ValueError:
+            payload = None
+            if response.status_code == 200:
+                t.malformed_lines += 1
+        envelope = parse_error(
+            payload, retry_after_s=retry, scrub=self._scrub, fallback_code=response.status_code
+        )
+        if envelope is None and response.status_code != 200:
+            envelope = unparseable(code=response.status_code, retry_after_s=retry)
+        t.error = envelope
+        if response.status_code == 200 and isinstance(payload, dict):
+            recorder.chunk(payload, time.perf_counter() - started)  # a non-streaming body
+            t.done = not t.byte_limit_hit
+
+
+def settle_cut(t: Transcript) -> None:
+    """A 200 reply that ended without `[DONE]` and without a transport error of its own was
+    cut: by our byte bound, our time bound, or the stream itself (pure, in place)."""
+    if t.transport_error is not None or t.http_status != 200 or t.done:
+        return
+    if t.byte_limit_hit:
+        t.transport_error = TransportCode.BYTE_LIMIT
+    elif t.time_limit_hit:
+        t.transport_error = TransportCode.TIME_LIMIT
+    elif not t.gave_up_waiting and t.error is None:
+        t.transport_error = TransportCode.STREAM_CUT

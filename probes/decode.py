@@ -45,64 +45,65 @@ def parse_endpoints(payload: Any, model: str, *, scrub: Scrubber = NO_SECRET) ->
     Negative `status` values are kept (degraded endpoints are still listed and probed).
     Every string kept passes through `wire.text` (key scrubbed, cut).
     """
-
-    def text(value: Any, limit: int = 200) -> str:
-        return upstream_text(value, scrub, limit)
-
     if not isinstance(payload, dict) or not isinstance(payload.get("data"), dict):
         raise ValueError('expected an object with a "data" object')
     data = payload["data"]
     rows = data.get("endpoints")
     if not isinstance(rows, list):
         raise ValueError('"data.endpoints" is missing or not a list')
-    model_id = text(data.get("id") or model)
+    model_id = upstream_text(data.get("id") or model, scrub, 200)
     out: list[Endpoint] = []
     for index, row in enumerate(rows):
         if not isinstance(row, dict):
             raise ValueError(f"endpoints[{index}] is not an object")
         try:
-            tag = row["tag"]
-            provider_name = row["provider_name"]
-            if not isinstance(tag, str) or not tag or not isinstance(provider_name, str):
-                raise ValueError("tag and provider_name must be non-empty strings")
-            pricing_raw = row.get("pricing") or {}
-            latency = row.get("latency_last_30m") or {}
-            params = row.get("supported_parameters") or []
-            if not isinstance(params, list):
-                raise ValueError("supported_parameters must be a list")
-            status = row.get("status", 0)
-            out.append(
-                Endpoint(
-                    model_id=text(row.get("model_id") or model_id),
-                    tag=text(tag),
-                    provider_name=text(provider_name),
-                    name=text(row.get("name") or ""),
-                    quantization=text(row["quantization"], 50)
-                    if isinstance(row.get("quantization"), str)
-                    else row.get("quantization"),
-                    status=_status(status),
-                    context_length=row.get("context_length"),
-                    max_completion_tokens=row.get("max_completion_tokens"),
-                    max_prompt_tokens=row.get("max_prompt_tokens"),
-                    supported_parameters=tuple(text(p, 100) for p in params[:200]),
-                    pricing=Pricing(
-                        prompt=_float(pricing_raw.get("prompt")),
-                        completion=_float(pricing_raw.get("completion")),
-                        request=_float(pricing_raw.get("request")),
-                        image=_float(pricing_raw.get("image")),
-                    ),
-                    uptime_last_30m=row.get("uptime_last_30m"),
-                    latency_p50_s=latency.get("p50") if isinstance(latency, dict) else None,
-                )
-            )
+            out.append(_endpoint(row, model_id, scrub))
         except KeyError as exc:
             raise ValueError(f"endpoints[{index}] lacks {exc.args[0]!r}") from exc
         except (TypeError, ValidationError, ValueError, AttributeError, OverflowError) as exc:
-            first = text((str(exc).splitlines() or [type(exc).__name__])[0], 200)
+            first = upstream_text((str(exc).splitlines() or [type(exc).__name__])[0], scrub, 200)
             raise ValueError(
-                f"endpoints[{index}] ({text(row.get('tag'), 80)!r}): {first}"
+                f"endpoints[{index}] ({upstream_text(row.get('tag'), scrub, 80)!r}): {first}"
             ) from None
     return out
+
+
+def _endpoint(row: dict[str, Any], model_id: str, scrub: Scrubber) -> Endpoint:
+    """One row of the listing; raises KeyError / ValueError / TypeError for a bad one."""
+
+    def text(value: Any, limit: int = 200) -> str:
+        return upstream_text(value, scrub, limit)
+
+    tag = row["tag"]
+    provider_name = row["provider_name"]
+    if not isinstance(tag, str) or not tag or not isinstance(provider_name, str):
+        raise ValueError("tag and provider_name must be non-empty strings")
+    pricing_raw = row.get("pricing") or {}
+    latency = row.get("latency_last_30m") or {}
+    params = row.get("supported_parameters") or []
+    if not isinstance(params, list):
+        raise ValueError("supported_parameters must be a list")
+    quantization = row.get("quantization")
+    return Endpoint(
+        model_id=text(row.get("model_id") or model_id),
+        tag=text(tag),
+        provider_name=text(provider_name),
+        name=text(row.get("name") or ""),
+        quantization=text(quantization, 50) if isinstance(quantization, str) else quantization,
+        status=_status(row.get("status", 0)),
+        context_length=row.get("context_length"),
+        max_completion_tokens=row.get("max_completion_tokens"),
+        max_prompt_tokens=row.get("max_prompt_tokens"),
+        supported_parameters=tuple(text(p, 100) for p in params[:200]),
+        pricing=Pricing(
+            prompt=_float(pricing_raw.get("prompt")),
+            completion=_float(pricing_raw.get("completion")),
+            request=_float(pricing_raw.get("request")),
+            image=_float(pricing_raw.get("image")),
+        ),
+        uptime_last_30m=row.get("uptime_last_30m"),
+        latency_p50_s=latency.get("p50") if isinstance(latency, dict) else None,
+    )
 
 
 class StreamRecorder:

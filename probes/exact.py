@@ -1,9 +1,8 @@
 """Exact tests for small counts, hand-written on log-gamma (no scipy). Pure functions.
 
     log_choose(n, k)                     ln C(n, k)
-    hypergeom_pmf(x, total, good, draws) P(X = x), X ~ Hypergeometric
     fisher_greater(k1, n1, k2, n2)       one-sided Fisher exact p: row 1 rate > row 2 rate
-    binom_sf(k, n, p)                    P(X >= k), X ~ Binomial(n, p)
+    binom_pmf(x, n, p)                   P(X = x), X ~ Binomial(n, p) (the power bench)
     bonferroni(p, m)                     min(1, p * m)
 
 `fisher_greater` conditions on both margins: with K = k1 + k2 events in N = n1 + n2 trials,
@@ -29,15 +28,6 @@ def log_choose(n: int, k: int) -> float:
     return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
 
 
-def hypergeom_pmf(x: int, total: int, good: int, draws: int) -> float:
-    """P(X = x): `x` good items among `draws` drawn without replacement from `total`
-    items of which `good` are good."""
-    _check_counts(good, total, "good", "total")
-    _check_counts(draws, total, "draws", "total")
-    log_p = log_choose(good, x) + log_choose(total - good, draws - x) - log_choose(total, draws)
-    return math.exp(log_p) if log_p > -math.inf else 0.0
-
-
 def _log_sum(logs: list[float]) -> float:
     top = max(logs)
     if top == -math.inf:
@@ -60,25 +50,6 @@ def fisher_greater(k1: int, n1: int, k2: int, n2: int) -> float:
         log_choose(events, x) + log_choose(total - events, n1 - x) - log_total
         for x in range(k1, hi + 1)
     ]
-    return min(1.0, math.exp(_log_sum(logs)))
-
-
-def binom_sf(k: int, n: int, p: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, p)."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"p must be in [0, 1], got {p}")
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    if k <= 0:
-        return 1.0
-    if k > n:
-        return 0.0
-    if p == 0.0:
-        return 0.0
-    if p == 1.0:
-        return 1.0
-    lp, lq = math.log(p), math.log1p(-p)
-    logs = [log_choose(n, x) + x * lp + (n - x) * lq for x in range(k, n + 1)]
     return min(1.0, math.exp(_log_sum(logs)))
 
 

@@ -212,7 +212,6 @@ _CP1251_PAIR = re.compile(
     "\u00a6\u00a7\u00a9\u00ab\u00ac\u00ad\u00ae\u00b0\u00b1\u00b5\u00b6\u00b7"
     "\u2116\u0458\u0405\u0455]"
 )
-_LETTER_WORD = re.compile(r"[^\W\d_]+")
 # UTF-8 read as GBK / Shift-JIS turns any text into rare Han characters: at least RARE_HAN_MIN
 # of them and RARE_HAN_SHARE of all Han characters outside the ~4,600 common zh/ja ones
 # (clean Japanese: <= 1 rare character per reply; such mojibake: 66-90% rare).

@@ -30,7 +30,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -250,66 +250,98 @@ def _judge(t: str, spec: LocaleSpec) -> Outcome:
         return _out(
             OutcomeStatus.FAIL, "language_switch", locale, {**ev, "detected_script": top_script}
         )
-
     target = getattr(Language, spec.language)
+    tally = _tally_sentences(t, spec, target)
+    hits, nwords = _marker_stats(t, spec)
+    ev.update(tally.evidence(hits, nwords))
+    if tally.judged == 0:
+        return _out(OutcomeStatus.INCONCLUSIVE, "too_short", locale, ev)
+    return _sentence_verdict(tally, hits, nwords, target, locale, ev)
+
+
+@dataclass
+class _Tally:
+    """Letters of the judged sentences of a reply, by what lingua said of each."""
+
+    judged: int = 0
+    foreign: int = 0  # letters in sentences confidently not in the target language
+    foreign_n: int = 0  # how many such sentences
+    strong: int = 0  # letters of the longest very confidently foreign sentence
+    unjudged_han: int = 0  # Japanese: pure-kanji sentences, not judged
+    by_lang: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def foreign_share(self) -> float:
+        return round(self.foreign / self.judged, CONFIDENCE_DECIMALS) if self.judged else 0.0
+
+    def evidence(self, hits: int, nwords: int) -> dict[str, object]:
+        shares = {
+            k: round(v / self.judged, CONFIDENCE_DECIMALS) for k, v in sorted(self.by_lang.items())
+        }
+        ev: dict[str, object] = {
+            "language_shares": shares,
+            "foreign_share": self.foreign_share,
+            "foreign_sentences": self.foreign_n,
+            "judged_sentences_letters": self.judged,
+            "marker_words": hits,
+            "marker_share": round(hits / nwords, CONFIDENCE_DECIMALS) if nwords else 0.0,
+        }
+        if self.unjudged_han:
+            ev["unjudged_han_letters"] = self.unjudged_han
+        return ev
+
+
+def _tally_sentences(t: str, spec: LocaleSpec, target: Language) -> _Tally:
+    """Step 3: each sentence long enough to judge, labelled by lingua."""
     sent_min = (
         MIN_SENTENCE_LETTERS_SPACELESS
         if spec.spaceless and spec.code != "th"
         else MIN_SENTENCE_LETTERS
     )
-    segs = _merge_short(sentences(t, spaceless_thai=spec.code == "th"), sent_min)
-    judged = foreign = foreign_n = strong = unjudged_han = 0
-    by_lang: Counter[str] = Counter()
-    for seg in segs:
+    tally = _Tally()
+    for seg in _merge_short(sentences(t, spaceless_thai=spec.code == "th"), sent_min):
         n = letter_count(seg)
         if n < sent_min:
             continue
         if spec.code == "ja" and _pure_han(seg) and _ZH_ONLY.isdisjoint(seg):
-            unjudged_han += n  # a kanji compound or idiom: Japanese as much as Chinese
+            tally.unjudged_han += n  # a kanji compound or idiom: Japanese as much as Chinese
             continue
         lab = _label(seg, target)
-        judged += n
-        by_lang[lab.language] += n
+        tally.judged += n
+        tally.by_lang[lab.language] += n
         if lab.language != target.name and (
             lab.confidence >= FOREIGN_CONFIDENCE or lab.target_confidence <= FOREIGN_TARGET_MAX
         ):
-            foreign += n
-            foreign_n += 1
+            tally.foreign += n
+            tally.foreign_n += 1
             if lab.confidence >= STRONG_FOREIGN_CONFIDENCE:
-                strong = max(strong, n)
-    hits, nwords = _marker_stats(t, spec)
+                tally.strong = max(tally.strong, n)
+    return tally
+
+
+def _sentence_verdict(
+    tally: _Tally, hits: int, nwords: int, target: Language, locale: str, ev: dict[str, object]
+) -> Outcome:
+    """Steps 4-5: a switch, sustained mixing (by share, one strong sentence, marker words or
+    both corroborating), an ambiguous share, or a pass."""
+    foreign_share = tally.foreign_share
     marker_share = round(hits / nwords, CONFIDENCE_DECIMALS) if nwords else 0.0
-    foreign_share = round(foreign / judged, CONFIDENCE_DECIMALS) if judged else 0.0
-    shares = {k: round(v / judged, CONFIDENCE_DECIMALS) for k, v in sorted(by_lang.items())}
-    ev.update(
-        {
-            "language_shares": shares,
-            "foreign_share": foreign_share,
-            "foreign_sentences": foreign_n,
-            "judged_sentences_letters": judged,
-            "marker_words": hits,
-            "marker_share": marker_share,
-        }
-    )
-    if unjudged_han:
-        ev["unjudged_han_letters"] = unjudged_han
-    if judged == 0:
-        return _out(OutcomeStatus.INCONCLUSIVE, "too_short", locale, ev)
     if foreign_share >= SWITCH_SHARE:
         top = max(
-            ((k, v) for k, v in by_lang.items() if k != target.name), key=lambda kv: (kv[1], kv[0])
+            ((k, v) for k, v in tally.by_lang.items() if k != target.name),
+            key=lambda kv: (kv[1], kv[0]),
         )[0]
         return _out(OutcomeStatus.FAIL, "language_switch", locale, {**ev, "detected": top})
-    if foreign_share >= MIXING_SHARE and foreign_n >= MIN_FOREIGN_SENTENCES:
+    if foreign_share >= MIXING_SHARE and tally.foreign_n >= MIN_FOREIGN_SENTENCES:
         return _out(OutcomeStatus.FAIL, "language_mixing", locale, ev)
-    if round(strong / judged, CONFIDENCE_DECIMALS) >= STRONG_FOREIGN_SHARE:
+    if round(tally.strong / tally.judged, CONFIDENCE_DECIMALS) >= STRONG_FOREIGN_SHARE:
         return _out(
             OutcomeStatus.FAIL, "language_mixing", locale, {**ev, "signal": "strong_sentence"}
         )
     if hits >= MIN_MARKER_WORDS and marker_share >= MARKER_SHARE:
         return _out(OutcomeStatus.FAIL, "language_mixing", locale, {**ev, "signal": "marker_words"})
     if (
-        foreign_n >= 1
+        tally.foreign_n >= 1
         and foreign_share >= CORROBORATED_SHARE
         and hits >= CORROBORATING_MARKERS
         and marker_share >= CORROBORATING_MARKER_SHARE

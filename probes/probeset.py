@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ground.settings import ProbeConfig
 from probes.client import ProbeClient
 from probes.contracts import (
     RESPONSE_FORMAT,
@@ -141,6 +144,34 @@ def latency_of_set(transcripts: Sequence[Transcript], threshold_s: float) -> Out
     return chosen.model_copy(update={"evidence": evidence})
 
 
+@dataclass(frozen=True)
+class ProbeRequest:
+    """One request of a probe set: the contract it serves, its prompt and locale."""
+
+    contract: Contract
+    locale: str
+    response_format: dict[str, Any] | None = None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return prompt_for(self.contract, self.locale)
+
+
+def probe_requests(
+    endpoint: Endpoint, locale: str, start_locale: str, start_samples: int
+) -> list[ProbeRequest]:
+    """The requests of one probe set, in the order the judge reads them (module docstring):
+    language, refusal, the start samples, then structured output where advertised."""
+    requests = [
+        ProbeRequest(Contract.LANGUAGE, locale),
+        ProbeRequest(Contract.REFUSAL, locale),
+        *(ProbeRequest(Contract.START, start_locale) for _ in range(start_samples)),
+    ]
+    if endpoint.supports_structured_output:
+        requests.append(ProbeRequest(Contract.STRUCTURED, locale, RESPONSE_FORMAT))
+    return requests
+
+
 async def run_probe_set(
     client: ProbeClient,
     endpoint: Endpoint,
@@ -156,55 +187,39 @@ async def run_probe_set(
     endpoint the same one, so their replies are comparable (probes/peer_round.py).
     """
     config = client.config
-    structured = endpoint.supports_structured_output
-    jobs = [
-        client.probe(
-            endpoint,
-            Contract.LANGUAGE,
-            prompt_for(Contract.LANGUAGE, locale),
-            locale=locale,
-        ),
-        client.probe(
-            endpoint,
-            Contract.REFUSAL,
-            prompt_for(Contract.REFUSAL, locale),
-            locale=locale,
-        ),
+    requests = probe_requests(endpoint, locale, start_locale or locale, config.start_samples)
+    transcripts = await asyncio.gather(
         *(
             client.probe(
                 endpoint,
-                Contract.START,
-                prompt_for(Contract.START, start_locale or locale),
-                locale=start_locale or locale,
+                r.contract,
+                r.messages,
+                locale=r.locale,
+                response_format=r.response_format,
             )
-            for _ in range(config.start_samples)
-        ),
-    ]
-    if structured:
-        jobs.append(
-            client.probe(
-                endpoint,
-                Contract.STRUCTURED,
-                prompt_for(Contract.STRUCTURED, locale),
-                locale=locale,
-                response_format=RESPONSE_FORMAT,
-            )
+            for r in requests
         )
-    transcripts = list(await asyncio.gather(*jobs))
+    )
+    return judge_probe_set(endpoint, locale, list(transcripts), config)
+
+
+def judge_probe_set(
+    endpoint: Endpoint, locale: str, transcripts: list[Transcript], config: ProbeConfig
+) -> ProbeSetResult:
+    """The outcome of each contract from a probe set's transcripts (pure; in the order of
+    `probe_requests`)."""
     lang_t, refusal_t = transcripts[0], transcripts[1]
     text_ts = [t for t in transcripts if t.contract is not Contract.STRUCTURED]
     replies = [o for o in (reply_outcome(t, t.locale or locale) for t in text_ts) if o is not None]
     start = with_anomalous_heads(judge_start_share(replies, config), replies).model_copy(
         update={"tag": endpoint.tag, "locale": locale}
     )
-    if not replies and any(classify_transport(t) is not None for t in text_ts):
-        first = next(classify_transport(t) for t in text_ts if classify_transport(t) is not None)
-        assert first is not None
-        start = first.model_copy(update={"contract": Contract.START})
-    if structured:
-        structured_outcome = judge_structured(transcripts[-1], endpoint)
-    else:
-        structured_outcome = judge_structured(lang_t, endpoint)  # → unsupported, no request sent
+    cut = next((o for o in map(classify_transport, text_ts) if o is not None), None)
+    if not replies and cut is not None:
+        start = cut.model_copy(update={"contract": Contract.START})
+    structured = [t for t in transcripts if t.contract is Contract.STRUCTURED]
+    # no structured request for an endpoint that does not advertise it: judged unsupported
+    structured_outcome = judge_structured(structured[0] if structured else lang_t, endpoint)
     outcomes = {
         Contract.LATENCY: latency_of_set(text_ts, config.ttft_threshold_s),
         Contract.LANGUAGE: judge_language(lang_t, locale),

@@ -1,15 +1,27 @@
 """quarantine: what the canary decides (SPEC Q1-Q8, O4).
 
-    verdicts    round verdict of one endpoint from its outcomes (pure)
-    models      ProviderState, ModelState, RoundReport, PolicyConfig, Decision (data)
-    policy      step / lift / switch_mode: the suspension state machine (pure)
+The pure core (no I/O, no clock: time is a parameter):
+
+    verdicts    round verdict of one endpoint from its outcomes
+    models      ProviderState, ModelState, RoundReport, Decision (data)
+    policy      step / lift / switch_mode: the suspension state machine (`PolicyConfig`
+                lives in ground/settings.py)
     builtin     layer (a): vetted built-in exclusions file (builtin_exclusions.yaml)
-    incidents   layer (b): runtime incident exclusions in a Prefect Variable per model
     exclusions  the merge of (a), (b) and (c) canary suspensions into provider.ignore
+    blind       whether a round is blind (our key or credits refused, too many frozen)
+    clock       the logical clock: future slots, a stored last round ahead of now
+    overview    each endpoint's standing (status, until, why) for status and artifacts
+    errors      the quarantine's error tree (under ground.errors.CanaryError)
+
+Where the core meets Prefect and SQL (quarantine/adapters/):
+
     store       ModelState in a Prefect block, serialised and revision-checked writes
+    incidents   layer (b): runtime incident exclusions in a Prefect Variable per model
+    lease       the model's round lock, a renewed lease in a Prefect Variable
+    locking     the state-write locks (Prefect global concurrency limits)
+    ignore      reading the three layers into provider.ignore
     ledger      decisions and per-endpoint round rows in SQL (SQLModel), pandas frames
     admin       status, lift, exclusions, ignore list for the CLI and admin flows
-    errors      the error tree
 
 Only the pure parts are re-exported here, so importing them does not import Prefect.
 """

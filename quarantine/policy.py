@@ -230,40 +230,58 @@ def step(
             continue
         _apply_round(ps, tag, rnd, report)
         if ps.suspended(now) and ps.consecutive_clean_rounds >= config.clean_rounds:
-            decisions.append(
-                Decision(
-                    model=new.model,
-                    kind=DecisionKind.REINSTATED_EARLY,
-                    tag=tag,
-                    at=now,
-                    mode=new.mode,
-                    reason=f"{ps.consecutive_clean_rounds} consecutive clean rounds while suspended",
-                    until=ps.until,
-                    rung=ps.suspensions,
-                    round_ids=tuple(ps.streak_round_ids),
-                )
-            )
-            ps.end_suspension(now)
+            decisions.append(_reinstate_early(ps, tag, new, now))
+    decisions += _suspend_failing(new, report, config)
+    new.updated_at = now
+    new.last_round_id = report.round_id
+    new.last_round_at = now
+    return new, decisions
 
+
+def _reinstate_early(ps: ProviderState, tag: str, state: ModelState, now: datetime) -> Decision:
+    """Q5: enough consecutive clean rounds while suspended end the suspension now."""
+    decision = Decision(
+        model=state.model,
+        kind=DecisionKind.REINSTATED_EARLY,
+        tag=tag,
+        at=now,
+        mode=state.mode,
+        reason=f"{ps.consecutive_clean_rounds} consecutive clean rounds while suspended",
+        until=ps.until,
+        rung=ps.suspensions,
+        round_ids=tuple(ps.streak_round_ids),
+    )
+    ps.end_suspension(now)
+    return decision
+
+
+def _suspend_failing(
+    state: ModelState, report: RoundReport, config: PolicyConfig
+) -> list[Decision]:
+    """Q2, Q4: suspend each endpoint that failed enough consecutive rounds, most evident
+    first, unless fewer than the floor's production endpoints would remain (then an admin is
+    told instead)."""
+    now = report.at
     candidates = [
         tag
         for tag, rnd in report.rounds.items()
         if rnd.verdict is RoundVerdict.FAILED
-        and not new.providers[tag].suspended(now)
-        and new.providers[tag].consecutive_failed_rounds >= config.fail_rounds
+        and not state.providers[tag].suspended(now)
+        and state.providers[tag].consecutive_failed_rounds >= config.fail_rounds
     ]
     remaining = set(report.production_tags) - set(report.excluded_tags)
-    remaining -= {t for t, ps in new.providers.items() if ps.suspended(now)}
+    remaining -= {t for t, ps in state.providers.items() if ps.suspended(now)}
+    decisions: list[Decision] = []
     for tag in candidate_order(report, candidates):
-        ps = new.providers[tag]
+        ps = state.providers[tag]
         if tag in remaining and len(remaining) - 1 < config.floor:
             decisions.append(
                 Decision(
-                    model=new.model,
+                    model=state.model,
                     kind=DecisionKind.BLOCKED_BY_FLOOR,
                     tag=tag,
                     at=now,
-                    mode=new.mode,
+                    mode=state.mode,
                     reason=(
                         f"{ps.consecutive_failed_rounds} consecutive failed rounds, but only "
                         f"{len(remaining)} production endpoint(s) remain and the floor is "
@@ -275,12 +293,9 @@ def step(
                 )
             )
             continue
-        decisions.append(_suspend(ps, tag, new, now, config))
+        decisions.append(_suspend(ps, tag, state, now, config))
         remaining.discard(tag)
-    new.updated_at = now
-    new.last_round_id = report.round_id
-    new.last_round_at = now
-    return new, decisions
+    return decisions
 
 
 def lift(

@@ -138,12 +138,6 @@ class Ledger:
             session.commit()
         return len(rows)
 
-    def record_round(
-        self, report: RoundReport, outcomes: Mapping[str, Sequence[Outcome]] | None = None
-    ) -> int:
-        """One row per endpoint of the round (re-recording a round replaces its rows)."""
-        return self.record(report, outcomes)[0]
-
     def record(
         self,
         report: RoundReport,

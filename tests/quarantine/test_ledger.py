@@ -51,8 +51,8 @@ def test_q8_probe_rows_carry_verdict_reasons_locale_ttft_and_outcomes(tmp_path: 
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     outs = {"a": outcomes_for("a")}
     rep = report("r7", T0, {"a": round_verdict("a", outs["a"])}, language_failed={"a": "pt-BR"})
-    assert ledger.record_round(rep, outs) == 1
-    assert ledger.record_round(rep, outs) == 1  # replaying a round replaces its rows
+    assert ledger.record(rep, outs) == (1, 0)
+    assert ledger.record(rep, outs) == (1, 0)  # replaying a round replaces its rows
     frame = ledger.probes_frame(MODEL)
     assert len(frame) == 1
     row = frame.iloc[0]
