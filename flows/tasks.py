@@ -1,6 +1,6 @@
 """Prefect tasks of the canary round. Each body is a few lines that call a
 pure function or a client from probes/, quarantine/ or canary/; the DAG and
-the Prefect-specific glue live in `flows/canary_round.py`.
+the Prefect-specific glue live in `flows/canary_round.py` and `flows/judging.py`.
 
 Tasks read settings from the environment (`load_settings()`) instead of
 taking them as parameters, so no secret ever becomes a recorded parameter.
