@@ -234,7 +234,7 @@ async def record_ledger(
 ) -> None:
     """One ledger row per endpoint of the round and one per decision, in one transaction
     (in a worker thread, so the round's other audit writes go on meanwhile). A plain call,
-    not a task run: a failed write is the round's warning, alert and event (`publish`)."""
+    not a task run: a failed write is the round's warning, alert and event (`round_audit.publish`)."""
     await asyncio.to_thread(
         _record, load_settings().resolved_ledger_url, report, outcomes, decisions
     )
