@@ -5,12 +5,13 @@
                  language failure) right after its own probes
              ─► majority vote (2 of 3) ─► peer comparison (each rate contract against the
                  other endpoints; model-level findings) ─► round verdicts (controls judge
-                 the refusal probe)
-             ─► policy step with the capacity floor ─► apply (enforce) / record (observe)
+                 the refusal probe)                                  (flows/judging.py)
+             ─► policy step with the capacity floor ─► apply (enforce) / record (observe),
+                 under the round lock and the state-write lock                (`_apply`)
              ─► a `verdict` task run per endpoint with a story (red when a contract
                  failed) and one for the clean ones (flows/graph.py), with the ledger rows
-                 and artifacts
-                 (flows/round_artifacts.py) ─► events, admin notifications
+                 and artifacts (flows/round_audit.py, flows/round_artifacts.py)
+                 ─► events, admin notifications                               (`_audit`)
 
 `at` is the round's logical time (default now), so rounds can be replayed and
 the 1/3/7-day ladder exercised without waiting; an `at` more than one slot in the
@@ -33,26 +34,20 @@ probes end in typed outcomes). A ledger that cannot be written leaves the round
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal
 from uuid import UUID
 
 from prefect import flow, get_run_logger
-from prefect.events import emit_event
 from prefect.runtime import flow_run
 from prefect.states import Cancelled, Completed, Failed, State
-from pydantic import BaseModel
 
 from flows import tasks
+from flows.applied import AppliedRound
 from flows.blind import end_blind
-from flows.graph import clean_label, endpoint_count, has_story, verdict_label
-from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_event, notify_admins
-from flows.peer_step import compare_with_peers, finding_lines, observe_only_reasons
-from flows.render import endpoint_lines, evidence_lines
-from flows.round_artifacts import best_effort, publish_round_artifacts
+from flows.judging import Judged, mark_verdicts, probe_and_judge, round_report, stored_mode
+from flows.round_audit import RoundSummary, publish
 from flows.roundlock import round_lock
 from flows.roundplan import RoundPlan, plan_round, round_id, round_index
 from flows.tasks import unwalked
@@ -60,10 +55,7 @@ from ground.clock import as_utc
 from ground.heap import freeze_loaded
 from ground.prefect_api import busy_retry_client, shared_busy_retry_client
 from ground.settings import DEFAULT_MODEL, load_settings
-from probes.contracts import ControlVerdict, judge_controls
 from probes.errors import DiscoveryError
-from probes.peer_round import PeerRound
-from probes.types import Contract, Outcome, Transcript
 from quarantine.adapters.ignore import aread_layers
 from quarantine.adapters.lease import Lease
 from quarantine.adapters.locking import serialised
@@ -71,27 +63,7 @@ from quarantine.adapters.store import aload_state, state_lock_name
 from quarantine.blind import blind_discovery, blind_round
 from quarantine.clock import clock_ahead, future_at
 from quarantine.errors import LeaseLostError, LeaseTimeoutError
-from quarantine.exclusions import IgnoreEntry, excluded_by_layers
-from quarantine.models import Decision, Mode, ModelState, RoundReport
-from quarantine.verdicts import ProviderRound, round_verdict
-
-
-class RoundSummary(BaseModel):
-    """What a round returns (and the CLI prints)."""
-
-    round_id: str
-    model: str
-    mode: str
-    at: datetime
-    endpoints: list[tuple[str, str, str, str]]  # tag, locale, verdict, reasons
-    controls: dict[str, str]  # control tag -> refusal outcome
-    weak_refusal_probe: bool
-    decisions: list[dict[str, Any]]
-    ignore: list[dict[str, Any]]
-    notified: str
-    findings: list[str] = []  # model-level findings of the peer comparison
-    ignored: dict[str, list[str]] = {}  # per endpoint, failures recorded but not counted
-    warnings: list[str] = []  # audit material that could not be written (e.g. the ledger)
+from quarantine.models import Mode, ModelState
 
 
 def _run_name() -> str:
@@ -196,122 +168,6 @@ def slot_refusal(model: str, state: ModelState, at: datetime, wall: datetime) ->
     )
 
 
-def stored_mode(state: ModelState, default: str) -> Mode:
-    """The model's mode as stored; `default` (CANARY_MODE) for a model never judged."""
-    return state.mode if state.revision > 0 else Mode(default)
-
-
-@dataclass(frozen=True)
-class Judged:
-    """What the probes of a round concluded, before the policy looks at it."""
-
-    voted: dict[str, list[Outcome]]  # per endpoint, language outcome after the 2-of-3 vote
-    verdicts: dict[str, ProviderRound]  # production/suspended endpoints (controls excluded)
-    control_refusals: list[Outcome]
-    control_verdict: ControlVerdict
-    weak: bool  # the refusal probe is weak this round (a control passed, C5)
-    peers: PeerRound | None = None  # the peer comparison (verdicts, model-level findings)
-    transcripts: Mapping[str, list[Transcript]] = field(default_factory=dict)  # per endpoint
-
-
-async def probe_and_judge(plan: RoundPlan, concurrency_limit: int) -> Judged:
-    """Pinned probes and each endpoint's language confirmations (one `pinned-probes` task
-    run: `tasks.pinned_probes`) -> majority vote -> control judgement -> round verdicts.
-    Shared by the round and a recorded triage."""
-    chains = await tasks.pinned_probes(
-        endpoint_count(len(plan.targets)),
-        unwalked(plan.targets),
-        unwalked(plan.locales),
-        plan.start_locale,
-        concurrency_limit,
-    )
-    by_tag = {c.tag: c for c in chains}
-    results = {e.tag: by_tag[e.tag].result for e in plan.targets}  # plan order from here on
-    outcomes = {t: list(r.outcomes.values()) for t, r in results.items()}
-    confirmations = {
-        e.tag: by_tag[e.tag].confirmations for e in plan.targets if by_tag[e.tag].confirmations
-    }
-    voted = await tasks.majority_vote(unwalked(outcomes), unwalked(confirmations))
-
-    # positive controls judge the refusal probe (C5)
-    control_refusals = [
-        o for t in plan.controls for o in voted.get(t, []) if o.contract is Contract.REFUSAL
-    ]
-    control_verdict = judge_controls(control_refusals)
-    weak = bool(plan.controls) and control_verdict.weak
-    # every rate contract against the other endpoints of the round (issue 14)
-    peers = compare_with_peers(voted, results, plan.controls)
-    observe_only = observe_only_reasons()
-    verdicts = {
-        tag: round_verdict(tag, items, refusal_weak=weak, observe_only=observe_only)
-        for tag, items in peers.outcomes.items()
-        if tag not in plan.controls
-    }
-    transcripts = {t: r.transcripts for t, r in results.items()}
-    return Judged(
-        peers.outcomes, verdicts, control_refusals, control_verdict, weak, peers, transcripts
-    )
-
-
-async def mark_verdicts(judged: Judged, logger: Any) -> None:
-    """A `verdict` task run for each endpoint with a story and one for the clean ones, all
-    at once on the event loop: the run's graph tells the story (O3, `flows/graph.py`). A
-    round runs them while it writes its audit material."""
-    marks = [
-        cast(  # an async task called with return_state gives an awaitable of its state
-            Awaitable[State[Any]],
-            tasks.endpoint_verdict(
-                label=verdict_label(verdict),
-                verdict=verdict,
-                evidence=evidence_lines(judged.voted[tag]),
-                return_state=True,  # a failed verdict is the endpoint's failure, not ours
-            ),
-        )
-        for tag, verdict in sorted(judged.verdicts.items())
-        if has_story(verdict)
-    ]
-    clean = sorted(t for t, v in judged.verdicts.items() if not has_story(v))
-    if clean:
-        marks.append(
-            cast(
-                Awaitable[State[Any]],
-                tasks.clean_verdicts(label=clean_label(clean), tags=clean, return_state=True),
-            )
-        )
-    for result in await asyncio.gather(*marks, return_exceptions=True):
-        if isinstance(result, BaseException):
-            logger.error("writing the verdict task runs failed (the round goes on): %s", result)
-            break
-
-
-def round_report(
-    plan: RoundPlan,
-    judged: Judged,
-    mode: Mode,
-    exclusions: Sequence[IgnoreEntry],
-    *,
-    round_id: str | None = None,
-    only: Iterable[str] | None = None,
-) -> RoundReport:
-    """The pure round report the policy reads, for a round or (with `only`) for the
-    endpoints a triage records. Excluded tags are counted for the capacity floor (Q4)."""
-    keep = set(only) if only is not None else set(judged.verdicts)
-    return RoundReport(
-        round_id=round_id or plan.round_id,
-        model=plan.model,
-        at=plan.at,
-        mode=mode,
-        rounds={t: v for t, v in judged.verdicts.items() if t in keep},
-        production_tags=plan.production_tags,
-        excluded_tags=excluded_by_layers(
-            exclusions, sorted(plan.production_tags | set(plan.locales))
-        ),
-        language_failed_locales={
-            t: plan.locales[t] for t in tasks.language_failures(judged.voted) if t in keep
-        },
-    )
-
-
 async def _round(
     model: str,
     mode: Mode,
@@ -321,6 +177,9 @@ async def _round(
     lease: Lease,
     logger: Any,
 ) -> RoundSummary | State[Any]:
+    """Discover, plan, probe and judge; then, unless the round is blind, the locked apply
+    (`_apply`) and the audit (`_audit`). A blind round and a failed apply show their
+    verdicts in the graph too."""
     settings = load_settings()
     try:
         discovered = await tasks.discover_endpoints(model)
@@ -344,7 +203,7 @@ async def _round(
         plan.round_id, len(plan.targets), len(plan.controls), mode.value,
     )  # fmt: skip
     judged = await probe_and_judge(plan, settings.probe.concurrency)
-    marking: asyncio.Task[None] | None = None
+    audited = False
     try:
         blind = blind_round(
             judged.verdicts, judged.voted, transport_share=settings.blind_transport_share
@@ -353,135 +212,64 @@ async def _round(
             return await end_blind(
                 model, plan.round_id, at, blind, settings.notification_block, logger
             )
-        async with AsyncExitStack() as writing:
-            # Never apply under a round lock this run no longer holds (checked while the
-            # layers are read); the state-write lock is taken meanwhile, not after, so the
-            # apply is one read and one write. The lock request ends before anything is
-            # raised, so a lock taken is always given back (by `writing`).
-            taking = asyncio.create_task(
-                writing.enter_async_context(serialised(state_lock_name(model)))
-            )
-            try:
-                layers, _ = await asyncio.gather(aread_layers(model), lease.check())
-            finally:
-                await asyncio.wait([taking])
-            await taking  # a lock that could not be taken fails the round, as in `apply`
-            report = round_report(plan, judged, mode, layers.entries(state, at))
-            planned = await tasks.policy_step(unwalked(state), unwalked(report))
-            new_state, decisions = await tasks.apply_report(
-                unwalked(report), unwalked(planned), lock_held=True, known=unwalked(state)
-            )
-            # Both locks protect the state, now applied and marked with this slot (a round
-            # of the same slot ends Cancelled): give them back before the audit writes,
-            # one after the other (two writes at once meet in SQLite, and one is sent again).
-            await writing.aclose()
-            await lease.release()
-        # From here on the state is applied: audit material and alerts are best-effort, so a
-        # broken webhook or artifact write cannot fail the run (and hide its decisions). The
-        # artifact and ledger writes start first, the verdict task runs next to them: creating
-        # a task run holds the event loop a few ms, and the writes are on their way meanwhile.
-        # (Started before the state write, the server's recording of the verdict task runs
-        # held that write up.)
-        publishing = asyncio.create_task(
-            publish(
-                plan,
-                mode,
-                report,
-                judged,
-                decisions,
-                layers.entries(new_state, at),
-                settings.notification_block,
-                logger,
-                new_state,
-            )
+        applied = await _apply(plan, mode, judged, state, lease)
+        audited = True  # the audit marks the verdicts next to its writes
+        return await _audit(applied, settings.notification_block, logger)
+    finally:
+        if not audited:
+            await mark_verdicts(judged, logger)
+
+
+async def _apply(
+    plan: RoundPlan, mode: Mode, judged: Judged, state: ModelState, lease: Lease
+) -> AppliedRound:
+    """The policy step and the state write, under both locks.
+
+    Never apply under a round lock this run no longer holds (checked while the exclusion
+    layers are read); the state-write lock is taken meanwhile, not after, so the apply is
+    one read and one write. The lock request ends before anything is raised, so a lock taken
+    is always given back (by `writing`); a lock that could not be taken fails the round, as
+    in `apply`. Both locks protect the state, now applied and marked with this slot (a round
+    of the same slot ends Cancelled): they are given back before the audit writes, one after
+    the other (two writes at once meet in SQLite, and one is sent again)."""
+    model, at = plan.model, plan.at
+    async with AsyncExitStack() as writing:
+        taking = asyncio.create_task(
+            writing.enter_async_context(serialised(state_lock_name(model)))
         )
-        marking = asyncio.create_task(mark_verdicts(judged, logger))
+        try:
+            layers, _ = await asyncio.gather(aread_layers(model), lease.check())
+        finally:
+            await asyncio.wait([taking])  # the lock request ends before anything is raised
+        await taking
+        report = round_report(plan, judged, mode, layers.entries(state, at))
+        planned = await tasks.policy_step(unwalked(state), unwalked(report))
+        new_state, decisions = await tasks.apply_report(
+            unwalked(report), unwalked(planned), lock_held=True, known=unwalked(state)
+        )
+        await writing.aclose()  # the state-write lock, then the round lock
+        await lease.release()
+    ignore = layers.entries(new_state, at)
+    return AppliedRound(plan, mode, report, judged, decisions, ignore, new_state)
+
+
+async def _audit(
+    applied: AppliedRound, notification_block: str | None, logger: Any
+) -> RoundSummary | State[Any]:
+    """Ledger rows, artifacts, events and alerts (`round_audit.publish`, best-effort: the
+    state is applied) and the `verdict` task runs, together. The artifact and ledger writes
+    start first, the verdict task runs next to them: creating a task run holds the event
+    loop a few ms, and the writes are on their way meanwhile. (Started before the state
+    write, the server's recording of the verdict task runs held that write up.) A round
+    whose audit could not write everything ends "Completed with warnings"."""
+    publishing = asyncio.create_task(publish(applied, notification_block, logger))
+    marking = asyncio.create_task(mark_verdicts(applied.judged, logger))
+    try:
         summary = await publishing
-    finally:  # a blind round and a failed apply show their verdicts too
-        await (marking if marking is not None else mark_verdicts(judged, logger))
+    finally:
+        await marking
     if summary.warnings:
         return Completed(
             data=summary, name="Completed with warnings", message="; ".join(summary.warnings)
         )
     return summary
-
-
-async def publish(
-    plan: RoundPlan,
-    mode: Mode,
-    report: RoundReport,
-    judged: Judged,
-    decisions: list[Decision],
-    entries: list[IgnoreEntry],
-    notification_block: str | None,
-    logger: Any,
-    state: ModelState | None = None,
-) -> RoundSummary:
-    """Ledger rows, artifacts (O3), events and admin alerts (Q8) for an applied round, the
-    ledger and the artifacts written at once; `entries` is provider.ignore after the round,
-    `state` the state just applied (for the living status artifact)."""
-    model = plan.model
-    warnings: list[str] = []
-
-    async def ledger() -> None:
-        try:
-            await tasks.record_ledger(report, judged.voted, decisions)
-        except Exception as exc:  # the state is applied: say so loudly, do not fail the run
-            warnings.append(ledger_warning(exc))
-            logger.error("round applied, but %s", warnings[-1])
-            with best_effort(logger, "ledger alert event"):
-                emit_event(
-                    event="canary.ledger.write_failed",
-                    resource={
-                        "prefect.resource.id": f"canary.ledger.{model}",
-                        "canary.model": model,
-                    },
-                    payload={"round_id": plan.round_id, "error": warnings[-1]},
-                )
-
-    await asyncio.gather(
-        ledger(), publish_round_artifacts(plan, mode, judged, decisions, entries, state, logger)
-    )
-    with best_effort(logger, "decision events"):
-        emit_decision_events(decisions, round_id=plan.round_id)
-    lines = alert_lines(decisions) + finding_lines(judged.peers) + warnings
-    if judged.weak:
-        passed = list(judged.control_verdict.passed_controls)
-        with best_effort(logger, "weak-probe event"):
-            emit_weak_probe_event(model, plan.round_id, passed, judged.control_verdict.reason)
-        lines.insert(0, f"weak refusal probe: control(s) {', '.join(passed)} passed")
-    subject = f"provider-canary: {model} ({plan.round_id})"
-    try:
-        notified = await notify_admins(notification_block, subject, lines)
-    except Exception as exc:
-        logger.error(
-            "notification through %s failed (%s); alerts follow in the log", notification_block, exc
-        )
-        notified = await notify_admins(None, subject, lines)
-    return RoundSummary(
-        round_id=plan.round_id,
-        model=model,
-        mode=mode.value,
-        at=plan.at,
-        endpoints=endpoint_lines(judged.verdicts, plan.locales),
-        controls={o.tag or "?": o.status.value for o in judged.control_refusals},
-        weak_refusal_probe=judged.weak,
-        decisions=[d.model_dump(mode="json") for d in decisions],
-        ignore=[e.model_dump(mode="json") for e in entries],
-        notified=notified,
-        findings=finding_lines(judged.peers),
-        ignored={
-            t: list(v.ignored_reasons) for t, v in judged.verdicts.items() if v.ignored_reasons
-        },
-        warnings=warnings,
-    )
-
-
-def ledger_warning(exc: BaseException) -> str:
-    """One line for a ledger write that failed (first line of the driver's message)."""
-    detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    first = detail[0][:200] if detail else ""
-    return (
-        f"ledger write failed ({type(exc).__name__}: {first}); the round's rows are missing "
-        "from the ledger (README: repairing the ledger)"
-    )

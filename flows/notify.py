@@ -18,16 +18,13 @@ from quarantine.models import Decision
 log = logging.getLogger("canary.notify")
 
 
-def emit_decision_events(decisions: Iterable[Decision], *, round_id: str | None) -> int:
+def emit_decision_events(decisions: Iterable[Decision], *, round_id: str | None) -> None:
     """One Prefect event per decision (`canary.endpoint.<kind>` on resource
-    `canary.endpoint.<model>.<tag>`, see `Decision.event`). Returns how many."""
-    count = 0
+    `canary.endpoint.<model>.<tag>`, see `Decision.event`)."""
     for d in decisions:
         spec = d.event()
         spec["payload"]["round_id"] = round_id
         emit_event(**spec)
-        count += 1
-    return count
 
 
 def emit_weak_probe_event(model: str, round_id: str, controls: list[str], reason: str) -> None:

@@ -1,6 +1,8 @@
-"""What an analyst reads in the Prefect UI (O3): the round's table
-(endpoint x contract, failing endpoints first) and a markdown summary of the decisions with
-the numbers behind them (`probes.evidence`). Pure functions from round data to rows and text."""
+"""What an analyst reads in the Prefect UI (O3): the round's table (endpoint x contract,
+failing endpoints first), the numbers behind an endpoint's outcomes in lines
+(`probes.evidence`), the CLI's per-endpoint lines and a triage's transcripts. Pure
+functions from round data to rows and text; the decisions artifact is built from them in
+`flows/decisions_artifact.py`."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ from typing import Any
 
 from probes.evidence import evidence_brief, evidence_text
 from probes.types import Outcome
-from quarantine.models import Decision
 from quarantine.verdicts import ProviderRound
 
 _VERDICT_ORDER = {"failed": 0, "frozen": 1, "control": 2, "clean": 3}
@@ -63,10 +64,6 @@ def endpoint_lines(
     ]
 
 
-def _endpoint(tag: str) -> str:
-    return f"`{tag}`" if tag else "(whole model)"
-
-
 def evidence_lines(outcomes: Sequence[Outcome], statuses: Iterable[str] = ("fail",)) -> list[str]:
     """`contract: reason: the numbers` for the outcomes with one of `statuses` (pure)."""
     wanted = set(statuses)
@@ -75,79 +72,6 @@ def evidence_lines(outcomes: Sequence[Outcome], statuses: Iterable[str] = ("fail
         for o in sorted(outcomes, key=lambda o: o.contract.value)
         if o.status.value in wanted
     ]
-
-
-def decisions_markdown(
-    *,
-    model: str,
-    round_id: str,
-    mode: str,
-    decisions: Sequence[Decision],
-    verdicts: Mapping[str, ProviderRound],
-    ignore: Sequence[Mapping[str, Any]],
-    weak_controls: Sequence[str] = (),
-    outcomes: Mapping[str, Sequence[Outcome]] | None = None,
-    controls: Mapping[str, Sequence[Outcome]] | None = None,
-) -> str:
-    """The round summary: why each host was (would be) suspended, blocked or reinstated, and
-    the numbers behind every failing verdict (failing endpoints first). The decisions table
-    has short columns only; evidence and round ids follow it as a list, so nothing is cut
-    off on the right in the UI."""
-    outcomes = outcomes or {}
-    failed = {t: v for t, v in verdicts.items() if v.verdict.value == "failed"}
-    frozen = sorted(t for t, v in verdicts.items() if v.verdict.value == "frozen")
-    out = [f"# Canary round `{round_id}`", "", f"Model `{model}`, mode **{mode}**.", ""]
-    if weak_controls:
-        out += [
-            "> **Weak refusal probe**: positive control(s) "
-            + ", ".join(f"`{c}`" for c in weak_controls)
-            + " passed although they are known to filter. Refusal failures were not "
-            "counted this round.",
-            "",
-        ]
-    out += ["## Decisions", ""]
-    if decisions:
-        out += ["| decision | endpoint | until | rung |", "|---|---|---|---|"]
-        for d in decisions:
-            until = f"{d.until:%Y-%m-%d %H:%M}Z" if d.until else ""
-            out.append(f"| {d.kind.value} | {_endpoint(d.tag)} | {until} | {d.rung or ''} |")
-        out.append("")
-        for d in decisions:
-            out.append(f"- **{d.kind.value}** {_endpoint(d.tag)}: {d.reason}")
-            if d.evidence:
-                out.append(f"  - evidence: {', '.join(f'`{e}`' for e in d.evidence)}")
-            if d.round_ids:
-                out.append(f"  - rounds: {', '.join(f'`{r}`' for r in d.round_ids)}")
-            numbers = evidence_lines(outcomes.get(d.tag, ()))
-            out += [f"  - this round: {line}" for line in numbers]
-    else:
-        out.append("No state changes this round.")
-    out += ["", "## Failing endpoints this round", ""]
-    if failed:
-        for t, v in sorted(failed.items()):
-            out.append(f"- `{t}`: {', '.join(v.reasons)}")
-            out += [f"  - {line}" for line in evidence_lines(outcomes.get(t, ()))]
-    else:
-        out.append("None.")
-    if frozen:
-        out += ["", "## Frozen (transport errors, streaks unchanged)", ""]
-        for t in frozen:
-            lines = evidence_lines(outcomes.get(t, ()), ("transport", "misrouted"))
-            out.append(f"- `{t}`: " + ("; ".join(lines) or "no verdict"))
-    if controls:
-        out += ["", "## Positive controls (known to filter)", ""]
-        for tag, items in sorted(controls.items()):
-            for o in items:
-                out.append(
-                    f"- `{tag}` {o.contract.value}: **{o.status.value}** `{o.reason}`: "
-                    f"{evidence_text(o)}"
-                )
-    out += ["", "## provider.ignore after this round", ""]
-    if ignore:
-        out += [f"- `{e['tag']}` ({e['layer']}): {e.get('reason', '')}" for e in ignore]
-    else:
-        out.append("Empty.")
-    return "\n".join(out) + "\n"
 
 
 TEXT_SHOWN = 4000  # characters of each reply shown in the triage artifact

@@ -16,28 +16,26 @@ client that asks a busy Prefect server again at once (`ground.prefect_api`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prefect.artifacts import Artifact, MarkdownArtifact, TableArtifact
 
+from flows.applied import AppliedRound
+from flows.decisions_artifact import decisions_markdown
+from flows.judging import Judged
 from flows.peer_step import peers_markdown
-from flows.render import decisions_markdown, evidence_lines, outcome_rows
+from flows.render import evidence_lines, outcome_rows
+from flows.roundplan import RoundPlan
 from flows.status_artifact import status_key, status_markdown
 from flows.transcripts import failing_transcripts_markdown
 from ground.prefect_api import busy_retry_client
 from ground.settings import load_settings
 from ground.slugs import model_slug
 from probes.types import OutcomeStatus
-from quarantine.exclusions import IgnoreEntry
-from quarantine.models import Decision, Mode, ModelState
 from quarantine.overview import endpoint_views
 from wire.text import Scrubber
-
-if TYPE_CHECKING:
-    from flows.canary_round import Judged
-    from flows.roundplan import RoundPlan
 
 
 @contextmanager
@@ -53,18 +51,9 @@ def _scrubber() -> Scrubber:
     return Scrubber(key.get_secret_value() if key else None)
 
 
-async def publish_round_artifacts(
-    plan: RoundPlan,
-    mode: Mode,
-    judged: Judged,
-    decisions: Sequence[Decision],
-    ignore: Sequence[IgnoreEntry],
-    state: ModelState | None,
-    logger: Any,
-) -> None:
+async def publish_round_artifacts(applied: AppliedRound, logger: Any) -> None:
     """Write the round's artifacts (see module docstring) together, each best-effort."""
-    model, slug = plan.model, model_slug(plan.model)
-    controls = {t: judged.voted.get(t, []) for t in plan.controls if t in judged.voted}
+    plan, judged, slug = applied.plan, applied.judged, model_slug(applied.plan.model)
     artifacts: list[tuple[str, Callable[[], Artifact | None]]] = [
         (
             "round table artifact",
@@ -78,25 +67,13 @@ async def publish_round_artifacts(
             "decisions artifact",
             lambda: MarkdownArtifact(
                 key=f"canary-decisions-{slug}",
-                markdown=decisions_markdown(
-                    model=model,
-                    round_id=plan.round_id,
-                    mode=mode.value,
-                    decisions=decisions,
-                    verdicts=judged.verdicts,
-                    ignore=[e.model_dump(mode="json") for e in ignore],
-                    weak_controls=judged.control_verdict.passed_controls if judged.weak else [],
-                    outcomes=judged.voted,
-                    controls=controls,
-                )
-                + peers_markdown(judged.peers),
+                markdown=decisions_markdown(applied) + peers_markdown(judged.peers),
                 description=f"Round {plan.round_id}: decisions and the evidence behind them",
             ),
         ),
         ("transcripts artifact", lambda: _transcripts(plan, judged, slug)),
+        ("status artifact", lambda: _status(applied)),
     ]
-    if state is not None:
-        artifacts.append(("status artifact", lambda: _status(plan, judged, ignore, state)))
     async with busy_retry_client() as client:
 
         async def write(what: str, build: Callable[[], Artifact | None]) -> None:
@@ -122,12 +99,11 @@ def _transcripts(plan: RoundPlan, judged: Judged, slug: str) -> MarkdownArtifact
     )
 
 
-def _status(
-    plan: RoundPlan, judged: Judged, ignore: Sequence[IgnoreEntry], state: ModelState
-) -> MarkdownArtifact:
+def _status(applied: AppliedRound) -> MarkdownArtifact:
+    plan, state, ignore = applied.plan, applied.state, applied.ignore
     evidence = {
         tag: evidence_lines(items)
-        for tag, items in judged.voted.items()
+        for tag, items in applied.judged.voted.items()
         if any(o.status is OutcomeStatus.FAIL for o in items)
     }
     return MarkdownArtifact(

@@ -1,6 +1,6 @@
 """Prefect tasks of the canary round. Each body is a few lines that call a
 pure function or a client from probes/, quarantine/ or canary/; the DAG and
-the Prefect-specific glue live in `flows/canary_round.py`.
+the Prefect-specific glue live in `flows/canary_round.py` and `flows/judging.py`.
 
 Tasks read settings from the environment (`load_settings()`) instead of
 taking them as parameters, so no secret ever becomes a recorded parameter.
@@ -234,7 +234,7 @@ async def record_ledger(
 ) -> None:
     """One ledger row per endpoint of the round and one per decision, in one transaction
     (in a worker thread, so the round's other audit writes go on meanwhile). A plain call,
-    not a task run: a failed write is the round's warning, alert and event (`publish`)."""
+    not a task run: a failed write is the round's warning, alert and event (`round_audit.publish`)."""
     await asyncio.to_thread(
         _record, load_settings().resolved_ledger_url, report, outcomes, decisions
     )

@@ -19,7 +19,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import acreate_markdown_artifact
 
 from flows import tasks
-from flows.canary_round import mark_verdicts, probe_and_judge, round_report, stored_mode
+from flows.judging import mark_verdicts, probe_and_judge, round_report, stored_mode
 from flows.render import transcripts_markdown
 from flows.roundplan import plan_round
 from ground.heap import freeze_loaded

@@ -23,7 +23,7 @@ def clock_reset(
 ) -> None:
     """Bring back a model whose last applied round is in the future (a mistyped --at):
     rounds run again from now; suspensions that started in the future start now."""
-    from flows.preflight import check_model_id, check_reason
+    from canary.cli.preflight import check_model_id, check_reason
 
     settings = settings_or_exit()
     target = model_or_default(settings, model)

@@ -69,10 +69,10 @@ def exit_codes() -> tuple[tuple[type[BaseException], int], ...]:
     error is an instance of decides. `tests/canary/test_exit_codes.py` fails when a class of
     our tree is decided only by the root's catch-all row. Imported on first use: the CLI
     starts without loading the flows."""
+    from canary.cli.preflight import BadInput, PreflightError
     from fleet.request import RequestError
     from fleet.scenario import ScenarioError
     from fleet.schema_check import SchemaProblem
-    from flows.preflight import BadInput, PreflightError
     from flows.roundplan import PlanError
     from ground.errors import CanaryError
     from ground.prefect_server import PrefectUnavailable

@@ -36,7 +36,7 @@ def exclude_add(
     ] = False,
 ) -> None:
     """Exclude an endpoint for a model now (an admin flow run records it)."""
-    from flows import preflight
+    from canary.cli import preflight
 
     settings = settings_or_exit()
     target = model_or_default(settings, model)
@@ -65,7 +65,7 @@ def exclude_remove(
     author: Annotated[str, typer.Option(help="Who removes it.")] = "cli",
 ) -> None:
     """Remove a runtime incident exclusion."""
-    from flows import preflight
+    from canary.cli import preflight
 
     settings = settings_or_exit()
     target = model_or_default(settings, model)

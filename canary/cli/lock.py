@@ -35,7 +35,7 @@ async def _status(model: str) -> dict[str, Any]:
 @cli_errors
 def lock_status(model: ModelOpt = None) -> None:
     """Who holds the model's round lock (held / stale / free) and its state-write slots."""
-    from flows.preflight import check_model_id
+    from canary.cli.preflight import check_model_id
 
     settings = settings_or_exit()
     target = model_or_default(settings, model)
@@ -52,7 +52,7 @@ def lock_release(
 ) -> None:
     """Free the model's round lock whoever holds it (an audited flow run). A live round that
     loses it applies nothing; a dead one's run is marked Crashed."""
-    from flows.preflight import check_model_id, check_reason
+    from canary.cli.preflight import check_model_id, check_reason
 
     settings = settings_or_exit()
     target = model_or_default(settings, model)

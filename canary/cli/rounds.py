@@ -44,7 +44,7 @@ def round_cmd(
 ) -> None:
     """Run one canary round now as a Prefect flow run and print the per-endpoint table.
     Exit 1 when the round could not judge the providers (a blind round) or failed."""
-    from flows import preflight
+    from canary.cli import preflight
 
     settings = settings_or_exit()
     when = parse_at(at)
@@ -126,7 +126,7 @@ def triage_cmd(
         exit_with_error("--record needs every contract: partial evidence cannot clear a host", 2)
     if locale is not None and locale not in settings.locales:
         exit_with_error(f"unknown locale {locale!r}; choose from {settings.locales}", BAD_INPUT)
-    from flows import preflight
+    from canary.cli import preflight
 
     preflight.check_model_id(target)
     preflight.check_upstream_config(settings)

@@ -22,7 +22,7 @@ def status_cmd(
 ) -> None:
     """Where each endpoint of a model stands: suspended, shadow-suspended, excluded or active,
     until when, its ladder rung, streaks and last round, and why it is out of traffic."""
-    from flows.preflight import check_model_id
+    from canary.cli.preflight import check_model_id
 
     settings = settings_or_exit()
     target = model_or_default(settings, model)
@@ -49,7 +49,7 @@ def status_cmd(
 def ignore_cmd(model: ModelOpt = None) -> None:
     """The merged provider.ignore for a model, as a JSON array of tags (exit 1 for a model
     the canary does not know; invalid runtime entries are skipped with a warning)."""
-    from flows.preflight import check_known_model, check_model_id
+    from canary.cli.preflight import check_known_model, check_model_id
 
     settings = settings_or_exit()
     target = model_or_default(settings, model)
@@ -78,7 +78,7 @@ def lift_cmd(
     author: Annotated[str, typer.Option(help="Who lifts it.")] = "cli",
 ) -> None:
     """Lift a canary suspension by hand (the ladder rung is kept)."""
-    from flows.preflight import check_model_id, check_reason, check_suspended_tag
+    from canary.cli.preflight import check_model_id, check_reason, check_suspended_tag
 
     settings = settings_or_exit()
     target = model_or_default(settings, model)

@@ -4,8 +4,10 @@ or below a named ancestor, never only the root's catch-all."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -76,7 +78,7 @@ def test_every_class_of_the_tree_has_a_row_before_the_catch_all() -> None:
 
 def test_the_table_decides_by_class_most_specific_first() -> None:
     """A subclass row wins over its ancestor's; a foreign error is not ours."""
-    from flows.preflight import BadInput, Unavailable
+    from canary.cli.preflight import BadInput, Unavailable
     from probes.errors import DiscoveryError, InvalidModelIdError
     from quarantine.errors import LeaseLostError, NotSuspendedError
 
@@ -106,3 +108,19 @@ def test_a_command_ends_with_the_table_s_code_and_one_line(
         command()
     assert ended.value.exit_code == code
     assert capsys.readouterr().err == f"error: {error}\n"
+
+
+def test_the_exit_codes_are_defined_once() -> None:
+    """Only `canary/cli/errors.py` assigns BAD_INPUT and RUNTIME (the preflight checks in
+    `canary/cli/preflight.py` are decided by the table, not by codes of their own)."""
+    root = Path(__file__).resolve().parents[2]
+    found = sorted(
+        f"{path.relative_to(root)}: {target.id}"
+        for package in PACKAGES
+        for path in (root / package).rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name) and target.id in {"BAD_INPUT", "RUNTIME"}
+    )
+    assert found == ["canary/cli/errors.py: BAD_INPUT", "canary/cli/errors.py: RUNTIME"]

@@ -6,19 +6,31 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from flows.applied import AppliedRound
+from flows.decisions_artifact import decisions_markdown
 from flows.graph import FAILED_STATE_NAME, VerdictLogFilter, verdict_label, verdict_state
-from flows.render import decisions_markdown, outcome_rows
+from flows.judging import Judged
+from flows.render import outcome_rows
+from flows.roundplan import RoundPlan
 from flows.status_artifact import status_markdown
 from flows.transcripts import TOTAL_CHARS, failing_transcripts_markdown
 from ground.settings import ProbeConfig
-from probes.contracts import judge_latency, judge_refusal, judge_structured
+from probes.contracts import judge_controls, judge_latency, judge_refusal, judge_structured
 from probes.evidence import BRIEF_CHARS, evidence_brief, evidence_text
 from probes.integrity import check_reply, judge_start_share
 from probes.language import check_language
 from probes.probeset import majority, with_anomalous_heads
 from probes.types import Contract, Endpoint, Outcome, OutcomeStatus, Transcript
 from quarantine.exclusions import IgnoreEntry, Layer
-from quarantine.models import Decision, DecisionKind, Mode, ModelState, ProviderState, RoundNote
+from quarantine.models import (
+    Decision,
+    DecisionKind,
+    Mode,
+    ModelState,
+    ProviderState,
+    RoundNote,
+    RoundReport,
+)
 from quarantine.overview import Standing, endpoint_views
 from quarantine.verdicts import RoundVerdict, round_verdict
 from wire.text import Scrubber
@@ -144,10 +156,11 @@ def test_o3_decisions_markdown_lists_evidence_below_a_narrow_table_and_names_the
                  reason="2 consecutive failed rounds", until=T0, rung=1,
                  evidence=("start:stray_start",), round_ids=("m-x@2026-11-02T23:30:00Z", "m-x@2026-11-03T00:00:00Z")),
     ]  # fmt: skip
-    md = decisions_markdown(
-        model="m/x", round_id="r", mode="enforce", decisions=decisions,
-        verdicts={"bad/fp8": verdict}, ignore=[], outcomes={"bad/fp8": [start]},
-    )  # fmt: skip
+    plan = RoundPlan(round_id="r", model="m/x", at=T0, targets=(), controls=frozenset())
+    judged = Judged({"bad/fp8": [start]}, {"bad/fp8": verdict}, [], judge_controls([]), False)
+    report = RoundReport(round_id="r", model="m/x", at=T0, mode=Mode.ENFORCE)
+    state = ModelState(model="m/x", mode=Mode.ENFORCE)
+    md = decisions_markdown(AppliedRound(plan, Mode.ENFORCE, report, judged, decisions, [], state))
     assert "``" not in md and "(whole model)" in md
     table = [line for line in md.splitlines() if line.startswith("|")]
     assert table and all(line.count("|") == 5 for line in table)

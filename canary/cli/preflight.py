@@ -1,15 +1,17 @@
-"""Checks made before a flow run starts, so that an input or configuration mistake ends
-with one line and the right exit code, and never as a Failed run (with a traceback) in
+"""Checks the CLI makes before a flow run starts, so that an input or configuration mistake
+ends with one line and the right exit code, and never as a Failed run (with a traceback) in
 the audit history.
 
-    BadInput (exit 2)      the operator can fix the command or the configuration: a model
-                           id without a slash, a tag the model does not have, an `--until`
-                           in the past, an `--at` in the future, no API key, empty reason
-    Unavailable (exit 1)   our runtime: the base URL does not answer, the model is unknown
-                           upstream or to the canary
+    BadInput       the operator can fix the command or the configuration: a model id
+                   without a slash, a tag the model does not have, an `--until` in the
+                   past, an `--at` in the future, no API key, an empty reason
+    Unavailable    our runtime: the base URL does not answer, the model is unknown
+                   upstream or to the canary
 
-The flows check the same things again (a run started from the UI has no CLI in front of
-it); these functions only make the CLI say it first. The pure checks take `now`.
+Their exit codes (2 and 1) are decided by class in the one table,
+`canary.cli.errors.exit_codes`. The flows check the same things again (a run started from
+the UI has no CLI in front of it); these functions only make the CLI say it first. The
+pure checks take `now`.
 """
 
 from __future__ import annotations
@@ -33,22 +35,17 @@ from quarantine.adapters.store import aload_state
 from quarantine.clock import future_at
 from quarantine.exclusions import MAX_REASON_CHARS
 
-BAD_INPUT = 2
-RUNTIME = 1
-
 
 class PreflightError(CanaryError):
-    """A check failed before any flow run; `code` is the CLI's exit code."""
-
-    code = RUNTIME
+    """A check failed before any flow run (exit code: `canary.cli.errors.exit_codes`)."""
 
 
 class BadInput(PreflightError, ValueError):
-    code = BAD_INPUT
+    """Something the operator can fix in the command or the configuration (exit 2)."""
 
 
 class Unavailable(PreflightError):
-    code = RUNTIME
+    """Our runtime: the base URL or the model is out of reach (exit 1)."""
 
 
 # ---- pure checks -----------------------------------------------------------------------
