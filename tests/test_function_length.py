@@ -16,13 +16,7 @@ WHY = "cannot be split"
 
 # (path, function) of the long functions outside flows/ being shortened (issue 21).
 PENDING = {
-    ("probes/client.py", "_consume"),
-    ("probes/client.py", "probe"),
-    ("probes/decode.py", "parse_endpoints"),
-    ("probes/language.py", "_judge"),
-    ("probes/probeset.py", "run_probe_set"),
     ("quarantine/adapters/lease.py", "aacquire_lease"),
-    ("quarantine/policy.py", "step"),
     ("routing/acceptance.py", "accept"),
     ("routing/attempt.py", "run_attempt"),
     ("routing/gateway.py", "chat"),
