@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import re
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
@@ -17,12 +16,11 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from probes.types import ErrorInfo
-from routing import upstream
+from routing import errors, upstream
 from routing.backoff import full_jitter_delay
 from routing.classify import MAPPED_EXCEPTIONS, Rejection, classify
 from routing.deadline import Allowances, Deadline
-from routing.errors import ERROR_FOR_CLASS, FailureClass, RoutingError
-from routing.upstream import MalformedStream
+from routing.errors import ERROR_FOR_CLASS, FailureClass, MalformedStream, RoutingError
 from wire.retry_after import parse_retry_after
 from wire.text import Scrubber
 
@@ -32,8 +30,8 @@ F = FailureClass
 UPSTREAM_ERRORS = sorted(
     (
         obj
-        for obj in vars(upstream).values()
-        if inspect.isclass(obj) and issubclass(obj, upstream.UpstreamError)
+        for obj in vars(errors).values()
+        if inspect.isclass(obj) and issubclass(obj, errors.UpstreamError)
     ),
     key=lambda c: c.__name__,
 )
@@ -41,11 +39,11 @@ UPSTREAM_ERRORS = sorted(
 
 @pytest.mark.parametrize("exc_type", UPSTREAM_ERRORS, ids=lambda c: c.__name__)
 def test_r2_every_upstream_error_maps_to_exactly_one_class(exc_type: type[BaseException]) -> None:
-    """Walks every transport error of the upstream's vocabulary: each one classifies (before and after output), its reason is its class name (R2)."""
+    """Walks every transport error of the upstream's vocabulary: each one classifies (before and after output), its reason is its transport code (R2)."""
     for started in (False, True):
         result = classify(exc_type("boom"), output_started=started)
         assert result.failure_class in ERROR_FOR_CLASS
-        assert result.reason == re.sub(r"(?<!^)([A-Z])", r"_\1", exc_type.__name__).lower()
+        assert result.reason == exc_type.code.value  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("exc_type", UPSTREAM_ERRORS, ids=lambda c: c.__name__)
@@ -103,7 +101,7 @@ def test_r2_every_aiohttp_exception_is_translated_or_named_as_not_ours(
     exc = _aiohttp_instance(exc_type)
     exc.args = (*exc.args, f"echo {secret}")
     mine = upstream.translate(exc, Scrubber(secret))
-    assert isinstance(mine, upstream.UpstreamError) and type(mine) in MAPPED_EXCEPTIONS
+    assert isinstance(mine, errors.UpstreamError) and type(mine) in MAPPED_EXCEPTIONS
     assert "0123456789abcdef" not in str(mine)
     for started in (False, True):
         assert classify(mine, output_started=started).failure_class in ERROR_FOR_CLASS
@@ -115,8 +113,8 @@ def test_r2_a_body_that_does_not_decode_is_an_invalid_response() -> None:
     broken.__cause__ = http_exceptions.ContentEncodingError("bad gzip")
     cut = aiohttp.ClientPayloadError("not completed")
     cut.__cause__ = http_exceptions.TransferEncodingError("cut")
-    assert type(upstream.translate(broken, Scrubber(None))) is upstream.DecodingError
-    assert type(upstream.translate(cut, Scrubber(None))) is upstream.RemoteProtocolError
+    assert type(upstream.translate(broken, Scrubber(None))) is errors.DecodingError
+    assert type(upstream.translate(cut, Scrubber(None))) is errors.RemoteProtocolError
     c = classify(upstream.translate(broken, Scrubber(None)))
     assert c.failure_class is F.INVALID_RESPONSE and c.reason == "decoding_error"
 
@@ -130,16 +128,16 @@ def test_r2_an_unknown_exception_type_is_an_error_not_a_guess() -> None:
 @pytest.mark.parametrize(
     ("exc", "started", "expected", "early"),
     [
-        (upstream.ConnectError("refused"), False, F.TRANSIENT, True),
-        (upstream.ConnectTimeout("slow"), False, F.TRANSIENT, True),
-        (upstream.ReadTimeout("slow"), False, F.TRANSIENT, False),
-        (upstream.RemoteProtocolError("reset"), False, F.TRANSIENT, False),
-        (upstream.RemoteProtocolError("cut"), True, F.AMBIGUOUS, False),
-        (upstream.ReadError("cut"), True, F.AMBIGUOUS, False),
+        (errors.ConnectError("refused"), False, F.TRANSIENT, True),
+        (errors.ConnectTimeout("slow"), False, F.TRANSIENT, True),
+        (errors.ReadTimeout("slow"), False, F.TRANSIENT, False),
+        (errors.RemoteProtocolError("reset"), False, F.TRANSIENT, False),
+        (errors.RemoteProtocolError("cut"), True, F.AMBIGUOUS, False),
+        (errors.ReadError("cut"), True, F.AMBIGUOUS, False),
         (TimeoutError(), True, F.AMBIGUOUS, False),
         (TimeoutError(), False, F.TRANSIENT, False),
         (MalformedStream("x"), True, F.INVALID_RESPONSE, False),
-        (upstream.InvalidURL("ours"), False, F.PERMANENT, True),
+        (errors.InvalidURL("ours"), False, F.PERMANENT, True),
     ],
 )
 def test_r2_transport_failures_split_by_whether_output_started(

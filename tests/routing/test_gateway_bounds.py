@@ -23,9 +23,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ground.settings import load_settings
+from ground.settings import GatewayConfig, load_settings
+from routing.compose import build_router
 from routing.exclusions import static_source
-from routing.gateway import build_router, create_app
+from routing.gateway import create_app
 from routing.serving import gateway_config
 from tests.fixtures.hostile import (
     Hostile,
@@ -149,8 +150,9 @@ def test_r12_caps_are_settings_wired_by_build_router() -> None:
 
 async def _served(hostile: Hostile) -> ServedApp:
     router = make_router(hostile.base_url, "sk-unused")
-    app = create_app(router, keys=[GW], body_timeout_s=0.5)
-    config = gateway_config(app, host="127.0.0.1", port=0, keep_alive_s=1, header_timeout_s=0.5)
+    bounds = GatewayConfig(keys=[GW], body_timeout_s=0.5, keep_alive_s=1, header_timeout_s=0.5)
+    app = create_app(router, bounds)
+    config = gateway_config(app, bounds, host="127.0.0.1", port=0)
     return ServedApp(app, config)
 
 

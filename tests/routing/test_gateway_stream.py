@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from ground.settings import GatewayConfig
 from routing.breaker import BreakerBoard, BreakerConfig, CircuitStatus
 from routing.events import EventLog
 from routing.gateway import RelayResponse, create_app, relay
@@ -47,7 +48,7 @@ async def test_r10_r11_streamed_cost_and_tokens_are_the_final_usage(
     """The ledger's attempt and request of a streamed chat carry the whole reply's tokens and cost, as the client's usage chunk says (R10, R11)."""
     fleet.load(routing_scenario())
     router = make_router(fleet.base_url, fleet.key, events=EventLog(ledger_url))
-    async with ServedApp(create_app(router, keys=[KEY], flush_every_s=0.05)) as s:
+    async with ServedApp(create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05))) as s:
         chunks = await _stream(s.url, chat_body(LONG, stream=True))
     usage = [c["usage"] for c in chunks if c.get("usage")][-1]
     assert isinstance(usage, dict)
@@ -77,7 +78,7 @@ async def test_r7_a_paced_stream_reaches_the_client_piece_by_piece_as_it_arrives
     router = make_router(fleet.base_url, fleet.key)
     arrivals: list[tuple[float, str]] = []
     async with (
-        ServedApp(create_app(router, keys=[KEY])) as s,
+        ServedApp(create_app(router, GatewayConfig(keys=[KEY]))) as s,
         httpx.AsyncClient(base_url=s.url, timeout=30) as http,
         http.stream(
             "POST", "/v1/chat/completions", json=chat_body(LONG, stream=True),
@@ -111,7 +112,7 @@ async def test_r9_stream_failing_after_release_counts_against_the_route(
         breakers=board,
         catalog=routing_catalog(chat={"route_groups": ["text"]}),
     )
-    async with ServedApp(create_app(router, keys=[KEY])) as s:
+    async with ServedApp(create_app(router, GatewayConfig(keys=[KEY]))) as s:
         chunks = await _stream(s.url, chat_body(LONG, stream=True))
         assert _finish(chunks) == "error"
         assert board.status("alpha", time.monotonic()) is CircuitStatus.OPEN
@@ -129,7 +130,7 @@ async def test_r7_released_stream_passes_the_contract_checks_at_its_end(
         chat={"constraints": {"complete_output_required": False, "min_output_chars": 100_000}}
     )
     router = make_router(fleet.base_url, fleet.key, catalog=catalog, events=EventLog(ledger_url))
-    async with ServedApp(create_app(router, keys=[KEY], flush_every_s=0.05)) as s:
+    async with ServedApp(create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05))) as s:
         chunks = await _stream(s.url, chat_body(LONG, stream=True))
     assert _finish(chunks) == "error"
     assert chunks[-1]["error"]["metadata"]["error_type"] == "invalid_response"
@@ -152,7 +153,7 @@ async def test_r2_oversized_body_gets_413_in_the_openai_error_shape(fleet: Fleet
     """A body over max_body_bytes is refused with 413 in OpenAI's error shape, before any upstream call (R2)."""
     fleet.load(routing_scenario())
     router = make_router(fleet.base_url, fleet.key)
-    app = create_app(router, keys=[KEY], max_body_bytes=10_000)
+    app = create_app(router, GatewayConfig(keys=[KEY], max_body_bytes=10_000))
     async with ServedApp(app) as s, httpx.AsyncClient(base_url=s.url) as http:
         big = chat_body("x" * 20_000)
         resp = await http.post(

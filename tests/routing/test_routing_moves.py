@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ground.settings import Allowances
+from ground.settings import Allowances, RoutingConfig
 from routing.classify import Classification
 from routing.contracts import Contract
 from routing.deadline import Deadline
@@ -17,12 +17,12 @@ from routing.errors import (
     PermanentRequestError,
     UpstreamMisconfiguredError,
 )
-from routing.moves import FallBack, LoopBudget, RetryPolicy, RetrySame, Stop, next_move
+from routing.moves import FallBack, LoopBudget, RetrySame, Stop, next_move
 from routing.routes import Route
 from tests.fixtures.routing import routing_catalog
 
 F = FailureClass
-POLICY = RetryPolicy(backoff_base_s=0.1, backoff_cap_s=2.0, allowances=Allowances())
+CONFIG = RoutingConfig(backoff_base_s=0.1, backoff_cap_s=2.0)
 ROUTE = Route(id="alpha", model="acme/alpha", context_length=8192)
 
 
@@ -44,11 +44,11 @@ def move(
         c,
         route=ROUTE,
         contract=workload_contract or contract(),
-        budget=budget or LoopBudget.start(POLICY),
+        budget=budget or LoopBudget.start(CONFIG),
         deadline=deadline,
         now=100.0,
         jitter=jitter,
-        policy=POLICY,
+        config=CONFIG,
         status_code=502,
     )
 
@@ -82,7 +82,7 @@ def test_r5_early_transient_retries_the_route_once_after_full_jitter() -> None:
 
 def test_r5_late_transient_falls_back() -> None:
     m, budget = move(Classification(F.TRANSIENT, "read_timeout", early=False))
-    assert isinstance(m, FallBack) and budget == LoopBudget.start(POLICY)
+    assert isinstance(m, FallBack) and budget == LoopBudget.start(CONFIG)
 
 
 def test_r4_a_backoff_that_does_not_fit_the_deadline_falls_back() -> None:
@@ -134,4 +134,4 @@ def test_r3_every_failure_has_exactly_one_bounded_move(
     if isinstance(m, RetrySame):
         deadline = Deadline(at=100.0 + remaining, allowances=Allowances())
         assert deadline.may_start(100.0, wait_s=m.wait_s)
-        assert m.wait_s <= max(POLICY.backoff_cap_s, retry_after or 0.0)
+        assert m.wait_s <= max(CONFIG.backoff_cap_s, retry_after or 0.0)
