@@ -17,7 +17,7 @@ from routing.errors import (
     PermanentRequestError,
     UpstreamMisconfiguredError,
 )
-from routing.moves import FallBack, LoopBudget, RetrySame, Stop, next_move
+from routing.moves import FallBack, LoopBudget, Move, RetrySame, Stop, next_move
 from routing.routes import Route
 from tests.fixtures.routing import routing_catalog
 
@@ -38,7 +38,7 @@ def move(
     remaining_s: float = 10.0,
     jitter: float = 0.5,
     workload_contract: Contract | None = None,
-) -> tuple[object, LoopBudget]:
+) -> tuple[Move, LoopBudget]:
     deadline = Deadline(at=100.0 + remaining_s, allowances=Allowances())
     return next_move(
         c,
@@ -78,6 +78,22 @@ def test_r5_early_transient_retries_the_route_once_after_full_jitter() -> None:
     assert budget == LoopBudget(same_route_left=0, retry_index=1)
     m, _ = move(c, budget=budget)
     assert isinstance(m, FallBack)
+
+
+def test_r5_the_same_route_retries_and_backoff_come_from_the_routing_config() -> None:
+    """`settings.routing` taken whole: its `same_route_retries` starts the budget (none left:
+    an early failure falls back) and its base and cap shape the wait (R5)."""
+    c = Classification(F.TRANSIENT, "connect_error", early=True)
+    assert LoopBudget.start(RoutingConfig(same_route_retries=0)).same_route_left == 0
+    m, _ = move(c, budget=LoopBudget.start(RoutingConfig(same_route_retries=0)))
+    assert m == FallBack("transient_transport:connect_error")
+    slow = RoutingConfig(backoff_base_s=0.4, backoff_cap_s=0.3)
+    deadline = Deadline(at=110.0, allowances=Allowances())
+    m, _ = next_move(
+        c, route=ROUTE, contract=contract(), budget=LoopBudget.start(slow), deadline=deadline,
+        now=100.0, jitter=0.5, config=slow,
+    )  # fmt: skip
+    assert m == RetrySame(0.15, "transient_transport:connect_error")  # 0.5 * min(0.3, 0.4)
 
 
 def test_r5_late_transient_falls_back() -> None:
@@ -129,7 +145,6 @@ def test_r3_every_failure_has_exactly_one_bounded_move(
     c = Classification(cls, "r", early=early, retry_after_s=retry_after)
     budget = LoopBudget(same_route_left=left, retry_index=index)
     m, after = move(c, budget=budget, remaining_s=remaining, jitter=jitter)
-    assert isinstance(m, Stop | RetrySame | FallBack)
     assert after.same_route_left <= budget.same_route_left
     if isinstance(m, RetrySame):
         deadline = Deadline(at=100.0 + remaining, allowances=Allowances())
