@@ -7,7 +7,8 @@
          The client's `model`, `provider` and `stream_options` are ignored: the contract
          of the workload chooses the route. `tools`, `tool_choice`, `functions`,
          `function_call` and `n` (other than 1) belong to the contract: refused (400,
-         reason contract_owned_parameter). A body over gateway_max_body_bytes gets 413.
+         reason contract_owned_parameter). A body over settings.gateway.max_body_bytes
+         gets 413, one not in within settings.gateway.body_timeout_s 408 (`BODY_REFUSALS`).
          Our own upstream key/credits rejected (401/402) -> 502 upstream_misconfigured.
     GET  /metrics               Prometheus text (the router's own registry)
     GET  /healthz               {"status": "ok", "workloads": [...], "routes": [...]}
@@ -37,7 +38,7 @@ import re
 import time
 import traceback
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -296,15 +297,18 @@ class GatewayState:
 
     router: Router
     config: GatewayConfig  # settings.gateway: client keys, body bounds, events flush
-    keys: tuple[str, ...]  # the bearer keys clients may use (empty ones dropped)
+    # the bearer keys clients may use (empty ones dropped); never in a repr
+    keys: tuple[str, ...] = field(repr=False)
 
     @property
     def scrub(self) -> Scrubber:
+        """The upstream key's scrubber: what an error quotes may echo the upstream."""
         return self.router.upstream.scrub
 
     def refuse(
         self, exc: RoutingError, operation_id: str, status: int | None = None
     ) -> JSONResponse:
+        """`exc` in OpenAI's error shape (its own status unless `status` is given)."""
         return error_response(exc, operation_id, status, self.scrub)
 
 
