@@ -1,4 +1,4 @@
-"""A completion as the router sees it, assembled from a JSON body or SSE chunks.
+"""A completion as the router sees it, assembled from the upstream's SSE chunks.
 
 Pure parsing: no I/O. A `StreamAssembler` is fed chunks one at a time by the upstream
 client (the upstream is always asked to stream) and yields a `Completion` (facts only),
@@ -39,7 +39,7 @@ class Completion:
     finish_reason: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: dict[str, Any] | None = None
-    done: bool = False  # a streaming reply saw [DONE]; a JSON body is complete by definition
+    done: bool = False  # the stream saw [DONE]
     error: ErrorInfo | None = None  # in-band error (chunk or choice)
 
     @property
