@@ -1,9 +1,9 @@
 """The request router and its OpenAI-compatible gateway (SPEC R1-R12).
 
 A small front in the manner of stamina: import from here; the modules behind
-it are one concern each (contracts, classify, backoff, deadline, capability,
-acceptance, breaker, tools, events, metrics, report, upstream, attempt,
-router, gateway).
+it are one concern each (contracts, classify, moves, backoff, deadline,
+capability, acceptance, breaker, records, tools, events, metrics, report,
+upstream, attempt, router, compose, gateway).
 
     from routing import Router, build_router, create_app, load_catalog
 
@@ -12,6 +12,7 @@ router, gateway).
     result.accepted.parsed                            # schema- and semantically-valid object
 """
 
+from routing.compose import build_router
 from routing.contracts import Contract
 from routing.errors import (
     AmbiguousCompletionError,
@@ -28,8 +29,8 @@ from routing.errors import (
     TransientTransportError,
 )
 from routing.exclusions import CachedIgnoreSource, IgnoreSource, quarantine_source, static_source
-from routing.gateway import build_router, create_app
-from routing.router import RetryPolicy, Router, RouterResult
+from routing.gateway import create_app
+from routing.router import Router, RouterResult
 from routing.routes import Catalog, load_catalog
 from routing.tools import ToolStore, execution_key
 
@@ -47,7 +48,6 @@ __all__ = [
     "InvalidResponseError",
     "NoCompatibleRouteError",
     "PermanentRequestError",
-    "RetryPolicy",
     "RouteIncompatibleError",
     "Router",
     "RouterResult",

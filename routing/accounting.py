@@ -17,7 +17,7 @@ from routing.attempt import AttemptResult
 from routing.capability import estimate_needs
 from routing.contracts import Contract
 from routing.deadline import Deadline
-from routing.events import AttemptRecord, RequestRecord, sha256_text
+from routing.records import AttemptRecord, RequestRecord, sha256_text
 from routing.response import Completion
 from routing.routes import Route
 

@@ -6,22 +6,20 @@ other folders' tables on the same URL are neither created nor touched).
 Prompts, outputs and tool arguments appear only as SHA-256 hashes; the API
 key never appears at all.
 
-The router builds plain `AttemptRecord` / `RequestRecord` dataclasses (cheap on
-the request path); `emit()` is an O(1) append, and `EventLog.aflush()` (run
-periodically by the gateway, and at shutdown) writes the buffer with two Core
-bulk inserts in one transaction on a worker thread. A failed flush is
-logged and that batch is dropped (serving never blocks on the ledger).
+The router builds plain `AttemptRecord` / `RequestRecord` dataclasses
+(`routing/records.py`, cheap on the request path); `EventLog` is the ledger's
+`EventSink`: `emit()` is an O(1) append, and `aflush()` (run periodically by the
+gateway, and at shutdown) writes the buffer with two Core bulk inserts in one
+transaction on a worker thread. A failed periodic flush is logged and that batch
+is dropped (serving never blocks on the ledger).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import threading
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from dataclasses import asdict
+from datetime import datetime
 
 from sqlalchemy import insert
 from sqlalchemy.engine import Engine
@@ -29,6 +27,7 @@ from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
 from ground.db import open_engine
+from routing.records import AttemptRecord, RequestRecord, utcnow
 
 
 class _RoutingBase(SQLModel, registry=registry()):
@@ -36,17 +35,6 @@ class _RoutingBase(SQLModel, registry=registry()):
 
 
 ROUTING_METADATA = _RoutingBase.metadata
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def sha256_text(value: Any) -> str:
-    """Hash of a prompt/output/arguments (canonical JSON for non-strings)."""
-    if not isinstance(value, str):
-        value = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
 class AttemptEvent(_RoutingBase, table=True):
@@ -99,52 +87,6 @@ class RequestEvent(_RoutingBase, table=True):
     stream: bool = False
 
 
-@dataclass(slots=True)
-class AttemptRecord:
-    operation_id: str
-    attempt_id: str
-    attempt_index: int
-    workload: str
-    route_id: str
-    model: str
-    provider: str | None = None  # who served it (the response's `provider`)
-    failure_class: str | None = None  # None = accepted
-    reason: str | None = None
-    status_code: int | None = None
-    http_success: bool = False  # the upstream said 200 (whatever acceptance then said)
-    latency_ms: float = 0.0
-    ttft_ms: float | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    fallback_reason: str | None = None  # why this attempt is not the first choice
-    validation: str | None = None  # "accepted" | rejection reason | None (no response)
-    circuit_state: str = "closed"
-    hedged: bool = False
-    cancelled: bool = False
-    waited_s: float = 0.0  # backoff / Retry-After slept before this attempt
-    at: datetime = field(default_factory=utcnow)
-
-
-@dataclass(slots=True)
-class RequestRecord:
-    operation_id: str
-    workload: str
-    contract_version: int
-    outcome: str  # "accepted" or a failure class
-    reason: str | None = None
-    final_route: str | None = None
-    final_provider: str | None = None
-    attempts: int = 0
-    fallbacks: int = 0
-    latency_ms: float = 0.0
-    cost_usd: float = 0.0  # every attempt, hedged losers included
-    prompt_sha256: str = ""
-    output_sha256: str | None = None
-    stream: bool = False
-    at: datetime = field(default_factory=utcnow)
-
-
 class EventLog:
     """Buffered writer of routing events to a SQLAlchemy URL."""
 
@@ -178,17 +120,6 @@ class EventLog:
 
     async def aflush(self) -> int:
         return await asyncio.to_thread(self.flush)
-
-    async def run_flusher(self, every_s: float = 0.5) -> None:
-        """Flush forever (a gateway background task); cancelled at shutdown."""
-        while True:
-            await asyncio.sleep(every_s)
-            try:
-                await self.aflush()
-            except Exception:  # pragma: no cover - keep serving; the next flush retries
-                import logging
-
-                logging.getLogger(__name__).exception("flushing routing events failed")
 
     def close(self) -> None:
         self.flush()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from routing.events import AttemptRecord, RequestRecord
+from routing.records import AttemptRecord, RequestRecord
 
 
 class RouterMetrics:

@@ -15,9 +15,9 @@ from routing.attempt import AttemptResult
 from routing.breaker import BreakerBoard
 from routing.classify import Classification, Rejection
 from routing.errors import FailureClass
-from routing.events import EventLog
 from routing.health import HealthBook
 from routing.metrics import RouterMetrics
+from routing.records import EventSink
 from routing.response import Completion
 from routing.routes import Route
 
@@ -53,7 +53,7 @@ class Outcomes:
         breakers: BreakerBoard,
         health: HealthBook,
         metrics: RouterMetrics,
-        events: EventLog | None,
+        events: EventSink | None,
         clock: Callable[[], float],
     ) -> None:
         self.breakers = breakers

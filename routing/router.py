@@ -17,8 +17,11 @@
 
 Default budget: `contract.max_attempts` (3 = primary + one fallback + one
 same-route retry for an early connection failure). Nothing below retries.
-`sleep`, `clock` and `rand` are injected: tests pass a recording sleep so
-they never wait for backoff, while deadline tests keep the real clock.
+The router takes `settings.routing` (`RoutingConfig`: backoff, same-route retries, the
+connect bound) and `settings.allowances` whole. `sleep`, `clock` and `rand` are injected:
+tests pass a recording sleep so they never wait for backoff, while deadline tests keep the
+real clock. Its records go to an `EventSink` (`routing/records.py`; the ledger's is
+`routing.events.EventLog`).
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from ground.settings import Allowances, RoutingConfig
 from routing.acceptance import Accepted
 from routing.accounting import RequestState, attempt_record
 from routing.attempt import AttemptResult, refused_keys, run_attempt, upstream_body
@@ -49,18 +53,18 @@ from routing.errors import (
     PermanentRequestError,
     RoutingError,
 )
-from routing.events import AttemptRecord, EventLog
 from routing.exclusions import IgnoreSource
 from routing.health import HealthBook
 from routing.hedge import hedged
 from routing.metrics import RouterMetrics
-from routing.moves import FallBack, LoopBudget, RetryPolicy, RetrySame, Stop, next_move
+from routing.moves import FallBack, LoopBudget, RetrySame, Stop, next_move
 from routing.outcomes import Outcomes, StreamEnd
+from routing.records import AttemptRecord, EventSink
 from routing.response import Completion
 from routing.routes import Catalog, Route
 from routing.upstream import Upstream, UpstreamCall
 
-__all__ = ["RetryPolicy", "Router", "RouterResult", "new_operation_id"]
+__all__ = ["Router", "RouterResult", "new_operation_id"]
 
 
 @dataclass
@@ -81,6 +85,20 @@ class RouterResult:
             await self.call.aclose()
 
 
+@dataclass
+class _Loop:
+    """What the attempt loop carries from one attempt to the next."""
+
+    pool: list[Route]  # the routes of the contract's groups
+    needs: Needs  # what a route must offer (a context overflow raises min_context)
+    budget: LoopBudget
+    excluded: set[str] = field(default_factory=set)  # routes left behind
+    last: tuple[Classification, AttemptResult] | None = None  # the last failure
+    retry_route: Route | None = None  # a RetrySame: this route again, after wait_s
+    wait_s: float = 0.0
+    fallback_reason: str | None = None  # why the next attempt is not the first choice
+
+
 def new_operation_id() -> str:
     return f"op-{uuid.uuid4().hex}"
 
@@ -93,9 +111,10 @@ class Router:
         *,
         ignore_source: IgnoreSource,
         breakers: BreakerBoard | None = None,
-        events: EventLog | None = None,
+        events: EventSink | None = None,
         metrics: RouterMetrics | None = None,
-        policy: RetryPolicy = RetryPolicy(),
+        config: RoutingConfig | None = None,
+        allowances: Allowances | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
@@ -106,7 +125,8 @@ class Router:
         self.breakers = breakers or BreakerBoard()
         self.events = events
         self.metrics = metrics or RouterMetrics()
-        self.policy = policy
+        self.config = config or RoutingConfig()
+        self.allowances = allowances or Allowances()
         self.clock = clock
         self.sleep = sleep
         self.rand = rand
@@ -157,7 +177,7 @@ class Router:
                 operation_id=operation_id,
                 reason="contract_owned_parameter",
             )
-        deadline = Deadline.starting(now, contract.deadline_ms, self.policy.allowances)
+        deadline = Deadline.starting(now, contract.deadline_ms, self.allowances)
         return RequestState(
             operation_id, contract, body, now, deadline, stream and contract.streaming
         )
@@ -186,60 +206,15 @@ class Router:
     async def _loop(self, req: RequestState) -> RouterResult:
         """Perform moves: choose a route, attempt it, and let `next_move` decide what a
         failure means (stop, retry the same route after a wait, or fall back)."""
-        contract = req.contract
-        needs = estimate_needs(contract, req.body)
-        misfit = contract_misfit(contract, needs)
-        if misfit is not None:
-            raise PermanentRequestError(misfit, reason=misfit.split(":", 1)[0])
-        pool = self.catalog.routes.for_groups(contract.route_groups)
-        scope = contract.workload  # circuits are per (route, workload)
-        excluded: set[str] = set()
-        last: tuple[Classification, AttemptResult] | None = None
-        retry_route: Route | None = None
-        wait_s = 0.0
-        budget = LoopBudget.start(self.policy)
-        fallback_reason: str | None = None
-
+        loop = self._begin(req)
         while True:
-            if len(req.attempts) >= contract.max_attempts:
-                raise self._exhausted(last, f"attempt budget of {contract.max_attempts} spent")
-            now = self.clock()
-            # check the deadline before any breaker admission, so no probe slot is taken
-            # for an attempt that cannot start
-            self._check_deadline(req, now, 0.0, last)
-            route = retry_route
-            if route is not None and not self.breakers.admit(route.id, now, scope):
-                excluded.add(route.id)  # its circuit opened meanwhile: no same-route retry
-                route, wait_s = None, 0.0
-            if route is None:
-                route = self._choose(pool, excluded, contract, needs, req, last, now)
-            retry_route = None
-            # the route is admitted (maybe holding a half-open probe slot): every way out
-            # before the attempt's own verdict gives the slot back
-            try:
-                self._check_deadline(req, now, wait_s, last)
-                if wait_s > 0:
-                    await self.sleep(wait_s)
-            except BaseException:
-                self.breakers.release(route.id, self.clock(), scope)
-                raise
-            if self._hedging(req):
-                res, tried = await self._hedged(req, route, pool, excluded, needs)
-                excluded.update(tried)
-            else:
-                same_route = bool(req.attempts) and req.attempts[-1].route_id == route.id
-                res = await self._attempt(
-                    req,
-                    route,
-                    waited_s=wait_s,
-                    fallback_reason=None if same_route else fallback_reason,
-                )
-            route, wait_s = res.route, 0.0  # with hedging, the route that answered
+            route, waited_s = await self._next_route(req, loop)
+            res = await self._try_route(req, route, waited_s, loop)
             c = res.classification
             if c is None:
                 return RouterResult(
                     req.operation_id,
-                    route,
+                    res.route,  # with hedging, the route that answered
                     res.completion,
                     res.accepted,
                     req.attempts,
@@ -248,28 +223,95 @@ class Router:
                     call=res.call,
                     attempt=res,
                 )
-            last = (c, res)
-            move, budget = next_move(
-                c,
-                route=route,
-                contract=contract,
-                budget=budget,
-                deadline=req.deadline,
-                now=self.clock(),
-                jitter=self.rand(),
-                policy=self.policy,
-                status_code=res.status_code,
+            loop.last = (c, res)
+            self._perform(req, res, c, loop)
+
+    def _begin(self, req: RequestState) -> _Loop:
+        """The loop's state before the first attempt; a request no route of its contract
+        could take (its estimated needs) is refused here."""
+        contract = req.contract
+        needs = estimate_needs(contract, req.body)
+        misfit = contract_misfit(contract, needs)
+        if misfit is not None:
+            raise PermanentRequestError(misfit, reason=misfit.split(":", 1)[0])
+        pool = self.catalog.routes.for_groups(contract.route_groups)
+        return _Loop(pool=pool, needs=needs, budget=LoopBudget.start(self.config))
+
+    async def _next_route(self, req: RequestState, loop: _Loop) -> tuple[Route, float]:
+        """The route of the next attempt, admitted by its breaker, and the wait slept
+        before it (a same-route retry's backoff or Retry-After): raises when the attempt
+        budget is spent, no attempt fits the deadline, or no route is left."""
+        contract, scope = req.contract, req.contract.workload  # circuits: (route, workload)
+        if len(req.attempts) >= contract.max_attempts:
+            raise self._exhausted(loop.last, f"attempt budget of {contract.max_attempts} spent")
+        now = self.clock()
+        # check the deadline before any breaker admission, so no probe slot is taken
+        # for an attempt that cannot start
+        self._check_deadline(req, now, 0.0, loop.last)
+        route, wait_s = loop.retry_route, loop.wait_s
+        loop.retry_route, loop.wait_s = None, 0.0
+        if route is not None and not self.breakers.admit(route.id, now, scope):
+            loop.excluded.add(route.id)  # its circuit opened meanwhile: no same-route retry
+            route, wait_s = None, 0.0
+        if route is None:
+            route = self._choose(
+                loop.pool, loop.excluded, contract, loop.needs, req, loop.last, now
             )
-            match move:
-                case Stop(error=error):
-                    raise error
-                case RetrySame(wait_s=delay, reason=why):
-                    retry_route, wait_s, fallback_reason = route, delay, why
-                case FallBack(reason=why, min_context=min_context):
-                    fallback_reason = why
-                    if min_context is not None:
-                        needs = replace(needs, min_context=max(needs.min_context, min_context))
-                    excluded.add(route.id)
+        # the route is admitted (maybe holding a half-open probe slot): every way out
+        # before the attempt's own verdict gives the slot back
+        try:
+            self._check_deadline(req, now, wait_s, loop.last)
+            if wait_s > 0:
+                await self.sleep(wait_s)
+        except BaseException:
+            self.breakers.release(route.id, self.clock(), scope)
+            raise
+        return route, wait_s
+
+    async def _try_route(
+        self, req: RequestState, route: Route, waited_s: float, loop: _Loop
+    ) -> AttemptResult:
+        """One attempt on `route` (hedged when the workload asks for it)."""
+        if self._hedging(req):
+            res, tried = await self._hedged(req, route, loop.pool, loop.excluded, loop.needs)
+            loop.excluded.update(tried)
+            return res
+        same_route = bool(req.attempts) and req.attempts[-1].route_id == route.id
+        return await self._attempt(
+            req,
+            route,
+            waited_s=waited_s,
+            fallback_reason=None if same_route else loop.fallback_reason,
+        )
+
+    def _perform(
+        self, req: RequestState, res: AttemptResult, c: Classification, loop: _Loop
+    ) -> None:
+        """Ask `next_move` what the failed attempt means and perform it: raise a `Stop`'s
+        error, keep the route for a `RetrySame`, leave it behind for a `FallBack`."""
+        move, loop.budget = next_move(
+            c,
+            route=res.route,
+            contract=req.contract,
+            budget=loop.budget,
+            deadline=req.deadline,
+            now=self.clock(),
+            jitter=self.rand(),
+            config=self.config,
+            status_code=res.status_code,
+        )
+        match move:
+            case Stop(error=error):
+                raise error
+            case RetrySame(wait_s=delay, reason=why):
+                loop.retry_route, loop.wait_s, loop.fallback_reason = res.route, delay, why
+            case FallBack(reason=why, min_context=min_context):
+                loop.fallback_reason = why
+                if min_context is not None:
+                    loop.needs = replace(
+                        loop.needs, min_context=max(loop.needs.min_context, min_context)
+                    )
+                loop.excluded.add(res.route.id)
 
     def _check_deadline(
         self,
@@ -283,7 +325,7 @@ class Router:
         raise DeadlineExhaustedError(
             f"{req.deadline.remaining(now) * 1000:.0f} ms left"
             + (f" (after a {wait_s:.2f} s wait)" if wait_s else "")
-            + f"; an attempt needs {self.policy.allowances.required_s * 1000:.0f} ms"
+            + f"; an attempt needs {self.allowances.required_s * 1000:.0f} ms"
             + (f"; last failure: {last[0].failure_class.value} ({last[0].reason})" if last else ""),
             reason="no_time_for_attempt",
         )
@@ -389,7 +431,7 @@ class Router:
             if not req.deadline.may_start(now):
                 raise DeadlineExhaustedError(
                     f"{req.deadline.remaining(now) * 1000:.0f} ms left after the exclusions"
-                    f" lookup; an attempt needs {self.policy.allowances.required_s * 1000:.0f} ms",
+                    f" lookup; an attempt needs {self.allowances.required_s * 1000:.0f} ms",
                     reason="no_time_for_attempt",
                 )
         except BaseException:  # no attempt was made: give the admission (probe slot) back
@@ -397,7 +439,7 @@ class Router:
             raise
         b = req.deadline.attempt_budget(now)
         budget = AttemptBudget(
-            connect_s=min(self.policy.connect_timeout_s, b.total_s), total_s=b.total_s
+            connect_s=min(self.config.connect_timeout_s, b.total_s), total_s=b.total_s
         )
         circuit = self.breakers.status(route.id, now, scope)
         res = AttemptResult(route=route, started=now)

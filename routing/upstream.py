@@ -20,23 +20,16 @@ always asked to stream, so the router sees time to first token, stream cuts (no 
 in-band error chunks and the reply start before anything reaches a client; the assembled
 `Completion` is what the acceptance pipeline reads.
 
-Transport failures leave this module as our own vocabulary, translated at this boundary
-(`translate`), so `routing.classify` never sees a client library's exceptions:
+Transport failures leave this module as our own vocabulary (`routing.errors`: the
+`UpstreamError` tree, each class with its `TransportCode`, and `MalformedStream`),
+translated at this boundary through one table (`_AIOHTTP`, aiohttp's class -> ours;
+`translate`), so `routing.classify` never sees a client library's exceptions. A test walks
+every exception class aiohttp exports and fails unless each one has a row.
 
-    UpstreamError                 a transport failure talking to the upstream
-     ├── ConnectError             refused, DNS, TLS: nothing was sent
-     ├── ConnectTimeout           no connection within the connect budget (pool wait included)
-     ├── ReadTimeout              no byte within the read timeout
-     ├── ReadError                the connection broke while sending or reading
-     ├── RemoteProtocolError      the upstream broke HTTP: a malformed or oversized head, a
-     │                            disconnect before the head, a body short of its framing
-     ├── DecodingError            a body that does not decode under its Content-Encoding
-     ├── InvalidURL               the configured base URL cannot be requested
-     └── UnsupportedProtocol      the base URL is not http(s)
-
-The class name is the failure's reason (`ConnectError` -> "connect_error"), as it was
-with httpx. The upstream key lives in the session's default headers only; it is never part
-of a repr, an error message (they are scrubbed) or an event.
+Bounds come from `ground.settings.RoutingConfig`, taken whole (`max_connections`,
+`max_error_body_bytes`, `max_line_bytes`, `max_reply_bytes`). The upstream key lives in the
+session's default headers only; it is never part of a repr, an error message (they are
+scrubbed) or an event.
 """
 
 from __future__ import annotations
@@ -56,8 +49,20 @@ from aiohttp import http_exceptions
 from pydantic import SecretStr
 from yarl import URL
 
-from ground.errors import CanaryError
+from ground.settings import RoutingConfig
 from routing.deadline import AttemptBudget
+from routing.errors import (
+    ConnectError,
+    ConnectTimeout,
+    DecodingError,
+    InvalidURL,
+    MalformedStream,
+    ReadError,
+    ReadTimeout,
+    RemoteProtocolError,
+    UnsupportedProtocol,
+    UpstreamError,
+)
 from routing.response import StreamAssembler
 from wire import jsonio
 from wire.errors import ErrorInfo, parse_error, unparseable
@@ -65,7 +70,6 @@ from wire.retry_after import parse_retry_after
 from wire.sse import Event, SSEParser
 from wire.text import Scrubber, upstream_text
 
-ERROR_BODY_MAX_BYTES = 64_000  # default of settings.routing.max_error_body_bytes
 # the reply head: aiohttp bounds each line and the number of lines (httpx bounded the whole
 # head at 100 KiB); at most 16 KiB x 128 = 2 MiB held per response head
 HEAD_LINE_MAX_BYTES = 16 * 1024
@@ -75,48 +79,6 @@ HEAD_MAX_FIELDS = 128
 # the socket before reuse; aiohttp does not, and a POST sent on a connection the server is
 # closing fails (aiohttp retries only idempotent methods), so we let go first.
 KEEPALIVE_S = 4.0
-
-
-class MalformedStream(CanaryError):
-    """An SSE data line that is not JSON, or a line or reply over its cap: an invalid
-    successful response."""
-
-
-class UpstreamError(CanaryError):
-    """A transport failure talking to the upstream; the message is scrubbed of the key."""
-
-
-class ConnectError(UpstreamError):
-    """The connection could not be established (refused, DNS, TLS): nothing was sent."""
-
-
-class ConnectTimeout(UpstreamError):
-    """No connection within the connect budget (the wait for a pooled one included)."""
-
-
-class ReadTimeout(UpstreamError):
-    """No byte arrived within the read timeout."""
-
-
-class ReadError(UpstreamError):
-    """The connection broke while the request was sent or the reply read."""
-
-
-class RemoteProtocolError(UpstreamError):
-    """The upstream broke HTTP: a malformed or oversized head, a disconnect before the head,
-    a body cut short of its Content-Length or chunking."""
-
-
-class DecodingError(UpstreamError):
-    """A body that does not decode under its Content-Encoding."""
-
-
-class InvalidURL(UpstreamError):
-    """The configured base URL cannot be requested."""
-
-
-class UnsupportedProtocol(UpstreamError):
-    """The configured base URL is not http or https."""
 
 
 # aiohttp's exceptions by exact type -> ours; `None` = not raised by a request of ours (a
@@ -203,7 +165,7 @@ class UpstreamCall:
         scrub: Scrubber,
         max_line_bytes: int,
         max_reply_bytes: int,
-        max_error_bytes: int = ERROR_BODY_MAX_BYTES,
+        max_error_bytes: int,
         proxy: str | None = None,
     ) -> None:
         self._session = session
@@ -373,17 +335,11 @@ class Upstream:
     """A pooled client for an OpenRouter-compatible base URL."""
 
     def __init__(
-        self,
-        base_url: str,
-        api_key: SecretStr | None,
-        *,
-        max_connections: int = 200,
-        max_line_bytes: int = 1_000_000,
-        max_reply_bytes: int = 8_000_000,
-        max_error_bytes: int = ERROR_BODY_MAX_BYTES,
+        self, base_url: str, api_key: SecretStr | None, config: RoutingConfig | None = None
     ) -> None:
-        """`max_error_bytes`, `max_line_bytes`, `max_reply_bytes`: the settings
-        `routing_max_error_body_bytes`, `routing_max_line_bytes`, `routing_max_reply_bytes`."""
+        """`config`: settings.routing (its pool size and the bounds on what an upstream reply
+        can make us hold)."""
+        config = config or RoutingConfig()
         self._headers = {
             "Content-Type": "application/json",
             "Accept-Encoding": "gzip, deflate",
@@ -392,10 +348,10 @@ class Upstream:
         if api_key is not None:
             self._headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
         self.scrub = Scrubber(api_key.get_secret_value() if api_key is not None else None)
-        self.max_connections = max_connections
-        self.max_line_bytes = max_line_bytes
-        self.max_reply_bytes = max_reply_bytes
-        self.max_error_bytes = max_error_bytes
+        self.max_connections = config.max_connections
+        self.max_line_bytes = config.max_line_bytes
+        self.max_reply_bytes = config.max_reply_bytes
+        self.max_error_bytes = config.max_error_body_bytes
         self.base_url = base_url.rstrip("/")
         self._url = URL(self.base_url + "/chat/completions")
         self.proxy = env_proxy(self._url)

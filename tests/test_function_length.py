@@ -17,13 +17,6 @@ WHY = "cannot be split"
 # (path, function) of the long functions outside flows/ being shortened (issue 21).
 PENDING = {
     ("quarantine/adapters/lease.py", "aacquire_lease"),
-    ("routing/acceptance.py", "accept"),
-    ("routing/attempt.py", "run_attempt"),
-    ("routing/gateway.py", "chat"),
-    ("routing/gateway.py", "create_app"),
-    ("routing/gateway.py", "relay"),
-    ("routing/moves.py", "next_move"),
-    ("routing/router.py", "_loop"),
 }
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef

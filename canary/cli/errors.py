@@ -80,9 +80,14 @@ def exit_codes() -> tuple[tuple[type[BaseException], int], ...]:
     from probes.errors import InvalidModelIdError, ProbeClientError
     from probes.prompts import UnknownLocaleError
     from quarantine.errors import QuarantineError
-    from routing.errors import ContractError, RoutingError
-    from routing.gateway import BodyTooLarge, BodyTooSlow
-    from routing.upstream import MalformedStream, UpstreamError
+    from routing.errors import (
+        BodyTooLarge,
+        BodyTooSlow,
+        ContractError,
+        MalformedStream,
+        RoutingError,
+        UpstreamError,
+    )
     from wire.jsonio import WireJSONError
 
     return (

@@ -33,8 +33,9 @@ def serve(
 
     import uvicorn
 
+    from routing.compose import build_router
     from routing.errors import ContractError
-    from routing.gateway import build_router, create_app
+    from routing.gateway import create_app
     from routing.serving import gateway_config
 
     settings = settings_or_exit()
@@ -49,19 +50,9 @@ def serve(
         )
     except ContractError as exc:
         exit_with_error(str(exc), BAD_INPUT)
-    application = create_app(
-        router,
-        keys=[k.get_secret_value() for k in settings.gateway.keys],
-        max_body_bytes=settings.gateway.max_body_bytes,
-        body_timeout_s=settings.gateway.body_timeout_s,
-    )
+    application = create_app(router, settings.gateway)
     config = gateway_config(
-        application,
-        host=host,
-        port=port,
-        log_level=log_level,
-        keep_alive_s=settings.gateway.keep_alive_s,
-        header_timeout_s=settings.gateway.header_timeout_s,
+        application, settings.gateway, host=host, port=port, log_level=log_level
     )
     server = uvicorn.Server(config)
 

@@ -11,8 +11,10 @@ import httpx
 import openai
 import pytest
 
-from routing.events import EventLog, sha256_text
+from ground.settings import GatewayConfig
+from routing.events import EventLog
 from routing.gateway import create_app
+from routing.records import sha256_text
 from routing.report import router_report
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
@@ -30,7 +32,7 @@ KEY = "gw-test-key"
 def _app(fleet: FleetHandle, ledger_url: str | None = None, **kw: object):  # type: ignore[no-untyped-def]
     events = EventLog(ledger_url) if ledger_url else None
     router = make_router(fleet.base_url, fleet.key, events=events, **kw)  # type: ignore[arg-type]
-    return create_app(router, keys=[KEY], flush_every_s=0.05), router
+    return create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05)), router
 
 
 async def test_r7_openai_client_non_stream_and_stream(fleet: FleetHandle) -> None:
