@@ -15,9 +15,7 @@ MAX_LINES = 60
 WHY = "cannot be split"
 
 # (path, function) of the long functions outside flows/ being shortened (issue 21).
-PENDING = {
-    ("quarantine/adapters/lease.py", "aacquire_lease"),
-}
+PENDING: set[tuple[str, str]] = set()  # the last one, lease.aacquire_lease, is 40 lines now
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
