@@ -84,7 +84,7 @@ def gateway_process(hostile: Hostile, tmp_path: Path) -> Iterator[tuple[str, int
         proc = subprocess.Popen(
             [sys.executable, "-m", "canary.cli", "gateway", "serve", "--port", "0",
              "--no-quarantine", "--no-events"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
