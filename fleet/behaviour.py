@@ -20,7 +20,7 @@ due, by this rule (`fleet/tools.py::turn`):
 - `"auto"` (or absent): only when the LAST USER MESSAGE NAMES A FUNCTION: its exact name
   as a whole identifier (`get_weather`; case-sensitive), or else the last word of a name
   (`weather` of `get_weather` / `getWeather`; three letters at least, case-insensitive,
-  a whole word, plural `s` allowed); the function named earliest in the text wins. A
+  a whole word not touching a letter, digit or `_`, plural `s` allowed); the function named earliest in the text wins. A
   message that names none is answered in text. Probe prompts in any locale can name the
   function's identifier literally; a prompt meant to need no tool must contain neither
   an identifier nor a name's last word.
@@ -377,6 +377,10 @@ def _set_text(plan: Plan, text: str, defect: Any, rng: random.Random) -> None:
     if kind == "reasoning_leak":
         plan.defect = f"reasoning_leak:{defect.style}"
         text = defects.reasoning_leak(text, defect.style, defects.reasoning_text(rng))
+    elif kind == "literal_escapes" and defect.style == "unicode":
+        plan.defect = "literal_escapes:unicode"  # token by token, as a detokeniser escapes
+        plan.chunks = defects.unicode_escapes(bank.chunk_text(text, plan.locale))
+        return
     elif kind == "literal_escapes":
         plan.defect = f"literal_escapes:{defect.style}"
         text = defects.literal_escapes(text, defect.style)

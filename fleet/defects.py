@@ -182,6 +182,14 @@ def _u_escape(c: str) -> str:
     return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
+def unicode_escapes(chunks: list[str]) -> list[str]:
+    """Each token's non-ASCII characters written out as `\\uXXXX` (a reply with none gets
+    the `newline` form instead)."""
+    if all(c.isascii() for c in chunks):
+        return bank.chunk_text(literal_escapes("".join(chunks), "newline"))
+    return ["".join(c if ord(c) < 128 else _u_escape(c) for c in chunk) for chunk in chunks]
+
+
 def literal_escapes(text: str, style: str) -> str:
     """Escape sequences written out where text belongs: `newline` (the paragraph break after
     the opener as the four characters `\\n\\n`), `unicode` (every non-ASCII character as

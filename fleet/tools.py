@@ -13,7 +13,8 @@ When a call is due (`turn`; the rule the canary's tool probes rely on, also stat
 - `"auto"` or absent: only when the last user message names a function: its exact name
   as a whole identifier (`get_weather`, case-sensitive, not inside a longer identifier),
   or else the last word of a name (`weather` of `get_weather` or `getWeather`, at least
-  three letters, case-insensitive, as a whole word, an `s` plural allowed). The function
+  three letters, case-insensitive, as a whole word: not touching a letter, digit or `_`;
+  an `s` plural allowed). The function
   named first in the text wins. A message naming none is answered in text.
 - A conversation that ends with `tool` messages (results after the assistant's call) is
   answered in text that quotes the results' values, unless `tool_choice` forces a call
@@ -91,7 +92,7 @@ def named_in(text: str, tools: list[Tool]) -> Tool | None:
                 word = _last_word(name)
                 if len(word) < NAME_WORD_MIN:
                     continue
-                pattern, flags = rf"(?<![^\W_]){re.escape(word)}s?(?![^\W_])", re.IGNORECASE
+                pattern, flags = rf"(?<!\w){re.escape(word)}s?(?!\w)", re.IGNORECASE
             found = re.search(pattern, text, flags)
             if found is not None and (best is None or found.start() < best[0]):
                 best = (found.start(), tool)
