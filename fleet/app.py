@@ -46,7 +46,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fleet.behaviour import Plan, plan_request
 from fleet.language import warm_up
-from fleet.listing import endpoints_json, model_json
+from fleet.listing import endpoints_json, models_json
 from fleet.request import ChatRequest, RequestError, count_images, parse_request, prompt_tokens
 from fleet.responses import (
     RAW_SEND,
@@ -154,7 +154,7 @@ async def root(request: Request) -> Response:
 
 async def list_models(request: Request) -> Response:
     fleet: FleetState = request.app.state.fleet
-    return JSONResponse({"data": [model_json(m) for m in fleet.scenario.models]})
+    return JSONResponse(models_json(list(fleet.scenario.models)))
 
 
 async def list_endpoints(request: Request) -> Response:
