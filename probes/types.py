@@ -65,7 +65,7 @@ class Endpoint(BaseModel):
     supported_parameters: tuple[str, ...] = ()
     pricing: Pricing = Field(default_factory=Pricing)
     uptime_last_30m: float | None = None
-    latency_p50_s: float | None = None
+    latency_p50_ms: float | None = None  # `latency_last_30m.p50`: milliseconds to first token
 
     @property
     def supports_structured_output(self) -> bool:
