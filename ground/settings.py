@@ -172,9 +172,16 @@ class Allowances(BaseModel):
     connect_s: float = Field(default=0.2, ge=0, description="Time an attempt needs to connect.")
     generation_s: float = Field(default=0.5, ge=0, description="Minimum time for a generation.")
     validation_s: float = Field(default=0.05, ge=0, description="Time kept for acceptance.")
+    reserve_s: float = Field(
+        default=0.25,
+        ge=0,
+        description="R13: kept for the gateway's own work, never given to an attempt (with the "
+        "validation allowance, the write-up's 300 ms for the gateway and final validation).",
+    )
 
     @property
     def required_s(self) -> float:
+        """What an attempt needs of the deadline to start (R4), the reserve not included."""
         return self.connect_s + self.generation_s + self.validation_s
 
 
@@ -216,6 +223,55 @@ class RoutingConfig(BaseModel):
     contracts_dir: Path | None = Field(
         default=None,
         description="Contract directory; default: the shipped examples (routing/contracts).",
+    )
+    # attempt budgets from measured latency (R13, routing/budget.py, routing/latency.py)
+    budget_percentile: float = Field(
+        default=0.95, gt=0, lt=1, description="R13: the percentile an attempt's need is read at."
+    )
+    budget_headroom: float = Field(
+        default=2.0, ge=1, description="R13: an attempt's need is its percentile times this."
+    )
+    fallback_share: float = Field(
+        default=0.4,
+        ge=0,
+        lt=1,
+        description="R13: at least this share of the deadline is kept for one fallback.",
+    )
+    ttft_floor_s: float = Field(
+        default=1.0, gt=0, description="R13: a first-token budget is never cut below this."
+    )
+    stall_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="R13: no byte for this long after the stream started, before release: cut.",
+    )
+    latency_window: int = Field(
+        default=64, ge=1, description="R13: outcomes kept per workload, route and provider."
+    )
+    latency_window_s: float = Field(
+        default=1800.0, gt=0, description="R13: outcomes older than this are forgotten."
+    )
+    latency_min_samples: int = Field(
+        default=5, ge=1, description="R13: outcomes needed before measured beats the prior."
+    )
+    listing_refresh_s: float = Field(
+        default=300.0, gt=0, description="R13: the gateway re-reads the endpoints listings."
+    )
+    listing_timeout_s: float = Field(
+        default=2.5, gt=0, description="R13: bound on one endpoints-listing fetch."
+    )
+    max_listing_bytes: int = Field(
+        default=5_000_000, ge=1024, description="R13: bound on one endpoints listing."
+    )
+    # R11: rising HTTP success together with rising validation rejection (routing/masking.py)
+    masking_min_rise: float = Field(
+        default=0.05,
+        gt=0,
+        le=1,
+        description="R11: how much both rates must rise (later half over earlier) to warn.",
+    )
+    masking_window_s: float = Field(
+        default=3600.0, gt=0, description="R11: the window /metrics judges the warning over."
     )
 
 

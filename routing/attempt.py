@@ -18,7 +18,8 @@ from typing import Any
 from probes.integrity import stray_start_kind
 from routing.acceptance import Accepted, accept
 from routing.attribution import attribute, client_shaping
-from routing.classify import Classification, Rejection, classify
+from routing.budget import Budget
+from routing.classify import Classification, Rejection, classify, with_side_effects
 from routing.contracts import Contract
 from routing.deadline import AttemptBudget
 from routing.errors import FailureClass as F
@@ -111,6 +112,18 @@ class AttemptResult:
     head: str = ""  # streaming: the buffered start, not yet sent to the client
     call: UpstreamCall | None = None  # streaming: still open, owned by the caller now
     rest: AsyncIterator[str] | None = None
+    error_provider: str | None = None  # an error envelope's metadata.provider_name
+    budget: Budget | None = None  # the attempt's budgets (R13)
+    excluded_before: frozenset[str] = frozenset()  # tags the request had excluded by then
+    ignore: tuple[str, ...] = ()  # the provider.ignore it was sent with (the route's aside)
+    excludable: tuple[str, ...] | None = None  # tags that would exclude who served it (floor)
+    provider_tag: str | None = None  # the listing's tag of who served it, when one
+    probes: tuple[str, ...] = ()  # provider circuits admitted half-open for this attempt
+
+    @property
+    def served_by(self) -> str | None:
+        """Who served it: the reply's `provider`, else its error envelope's."""
+        return self.completion.provider or self.error_provider
 
 
 async def run_attempt(
@@ -140,6 +153,7 @@ async def run_attempt(
             err = await call.start()
             res.status_code = call.status_code
             if err is not None:
+                res.error_provider = err.provider_name
                 res.classification = classify(err)
             elif stream_release:
                 handed_over = await _check_start(res, call, judge, clock)
@@ -154,6 +168,8 @@ async def run_attempt(
     except Exception as exc:  # every failure is classified, the unforeseen ones included
         res.output_started = call.output_started
         res.classification = classify_unforeseen(exc, call.output_started, upstream.scrub)
+        if contract.side_effect_tools:  # a read timeout after acceptance is ambiguous there
+            res.classification = with_side_effects(res.classification)
         return res
     finally:
         res.ended = clock()
@@ -200,6 +216,7 @@ async def _check_start(
         return False
     res.call, res.rest = call, pieces
     res.output_started = True
+    call.stall_s = None  # released: from now on only the deadline bounds the stream
     return True
 
 

@@ -33,6 +33,8 @@ from routing.errors import (
     ReadError,
     ReadTimeout,
     RemoteProtocolError,
+    SlowFirstToken,
+    StreamStalled,
     UnsupportedProtocol,
     UpstreamError,
 )
@@ -116,6 +118,8 @@ _EXCEPTIONS: tuple[tuple[type[BaseException], FailureClass | None, bool], ...] =
     (DecodingError, F.INVALID_RESPONSE, False),
     (UpstreamError, None, False),
     (MalformedStream, F.INVALID_RESPONSE, False),
+    (SlowFirstToken, F.SLOW_FIRST_TOKEN, False),  # our first-token cut: the route's (R13)
+    (StreamStalled, None, False),  # our stall cut (after output: ambiguous)
     (TimeoutError, None, False),  # asyncio.timeout() cut the attempt to the budget
     (asyncio.IncompleteReadError, None, False),
     (ConnectionError, None, False),
@@ -163,6 +167,22 @@ def classify_exception(exc: BaseException, *, output_started: bool) -> Classific
                 cls = F.AMBIGUOUS if output_started else F.TRANSIENT
             return Classification(cls, reason, early=early and not output_started)
     raise TypeError(f"unclassified failure type {type(exc).__name__}; add it to routing.classify")
+
+
+# read timeouts: we stopped waiting for a reply the upstream may have accepted
+_READ_TIMEOUTS = frozenset({"read_timeout", "timeout_error", "slow_first_token", "stream_stalled"})
+
+
+def with_side_effects(c: Classification) -> Classification:
+    """`c` on a workload whose tools have side effects (`ToolSpec.side_effect`): a read
+    timeout after the request was sent (not early: the upstream may have accepted it) is an
+    ambiguous completion there, never replayed without the tool store's dedupe (R2, R8);
+    elsewhere it stays what it was."""
+    if c.early or c.reason not in _READ_TIMEOUTS:
+        return c
+    if c.failure_class not in (F.TRANSIENT, F.SLOW_FIRST_TOKEN):
+        return c
+    return Classification(F.AMBIGUOUS, c.reason, retry_after_s=c.retry_after_s)
 
 
 def classify_rejection(rejection: Rejection) -> Classification:

@@ -7,6 +7,8 @@ The failure classes of the router (SPEC R2):
      ├── RouteIncompatibleError      context too large, image unsupported, schema mode missing:
      │                               only a compatible route may be tried
      ├── TransientTransportError     connection reset, DNS, timeout: retry within the budget
+     │    └── SlowFirstTokenError    no content within the attempt's first-token budget (R13):
+     │                               a route-level outcome, falls back
      ├── CapacityError               429, overloaded, selected 5xx: honour Retry-After or fall back
      ├── InvalidResponseError        HTTP success that fails acceptance (malformed JSON, unknown
      │                               tool, missing field, truncation): reject, then fall back
@@ -42,10 +44,15 @@ its boundary, so `routing.classify` never sees a client library's exception):
      └── UnsupportedProtocol      the base URL is not http(s)
     MalformedStream               an SSE line that is not JSON, a line or reply over its cap:
                                   an invalid successful response, not a transport failure
+    SlowFirstToken                our cut: no content within the attempt's first-token
+                                  budget (R13): the route's slow first token
+    StreamStalled                 our cut: the stream started, then no byte within the stall
+                                  timeout, before anything was released (R13)
 
 Each transport error carries its `wire.transport.TransportCode` (`code`), the vocabulary
 the canary's probe client shares; the code's value is the failure's reason
-(`ReadError` -> "connection_reset"). A `MalformedStream`'s reason is "malformed_stream".
+(`ReadError` -> "connection_reset"). A `MalformedStream`'s reason is "malformed_stream", a
+`SlowFirstToken`'s "slow_first_token", a `StreamStalled`'s "stream_stalled".
 
 A client's request body the gateway refuses (`routing/gateway.py` maps each to a status):
 
@@ -76,6 +83,7 @@ class FailureClass(StrEnum):
     NO_ROUTE = "no_compatible_route"
     CIRCUIT_OPEN = "circuit_open"
     UPSTREAM_CONFIG = "upstream_misconfigured"  # our upstream key / credits (401, 402)
+    SLOW_FIRST_TOKEN = "slow_first_token"  # no content within the first-token budget (R13)
 
     @property
     def counts_against_route(self) -> bool:
@@ -89,6 +97,7 @@ _ROUTE_FAULTS = frozenset(
         FailureClass.CAPACITY,
         FailureClass.INVALID_RESPONSE,
         FailureClass.AMBIGUOUS,
+        FailureClass.SLOW_FIRST_TOKEN,
     }
 )
 
@@ -130,6 +139,14 @@ class RouteIncompatibleError(RoutingError):
 class TransientTransportError(RoutingError):
     failure_class = FailureClass.TRANSIENT
     http_status = 502
+
+
+class SlowFirstTokenError(TransientTransportError):
+    """No content within the attempt's first-token budget (R13); the provider is not named
+    (nothing came), so the route answers for it."""
+
+    failure_class = FailureClass.SLOW_FIRST_TOKEN
+    http_status = 504
 
 
 class CapacityError(RoutingError):
@@ -268,6 +285,15 @@ class UnsupportedProtocol(UpstreamError):
 class MalformedStream(CanaryError):
     """An SSE data line that is not JSON, or a line or reply over its cap: an invalid
     successful response."""
+
+
+class SlowFirstToken(CanaryError):
+    """Our cut: no content (text or a tool call) within the attempt's first-token budget."""
+
+
+class StreamStalled(CanaryError):
+    """Our cut: the stream had started, then no byte arrived within the stall timeout,
+    before anything was released to a client."""
 
 
 # ---- a client's request body ----------------------------------------------------------------

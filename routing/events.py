@@ -12,6 +12,9 @@ The router builds plain `AttemptRecord` / `RequestRecord` dataclasses
 gateway, and at shutdown) writes the buffer with two Core bulk inserts in one
 transaction on a worker thread. A failed periodic flush is logged and that batch
 is dropped (serving never blocks on the ledger).
+
+A ledger written by an earlier version lacks the newer (nullable) columns: opening it adds
+them, and their indexes (`add_missing_columns`), on SQLite and PostgreSQL alike.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import threading
 from dataclasses import asdict
 from datetime import datetime
 
-from sqlalchemy import insert
+from sqlalchemy import MetaData, insert, inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
@@ -64,6 +67,12 @@ class AttemptEvent(_RoutingBase, table=True):
     hedged: bool = False
     cancelled: bool = False
     waited_s: float = 0.0  # backoff / Retry-After slept before this attempt
+    request_id: str | None = Field(default=None, index=True)  # X-Request-Id
+    provider_tag: str | None = None  # the endpoint tag of `provider`, when the listing has one
+    budget_ms: float | None = None  # the attempt's total budget (R13)
+    ttft_budget_ms: float | None = None  # its first-token budget (None: no cut before the total)
+    kept_ms: float | None = None  # kept for one fallback when it started
+    excluded: str | None = None  # providers this request excluded by then (tags, comma-joined)
 
 
 class RequestEvent(_RoutingBase, table=True):
@@ -85,6 +94,30 @@ class RequestEvent(_RoutingBase, table=True):
     prompt_sha256: str = ""
     output_sha256: str | None = None
     stream: bool = False
+    request_id: str | None = Field(default=None, index=True)  # X-Request-Id
+
+
+def add_missing_columns(engine: Engine, metadata: MetaData) -> list[str]:
+    """The columns of `metadata`'s tables an existing table lacks, added (every column added
+    since a table's first version is nullable), then every index not there yet; returns
+    `table.column` of each column added."""
+    found = inspect(engine)
+    added: list[str] = []
+    with engine.begin() as conn:
+        for table in metadata.sorted_tables:
+            if not found.has_table(table.name):
+                continue
+            have = {c["name"] for c in found.get_columns(table.name)}
+            for column in table.columns:
+                if column.name in have:
+                    continue
+                kind = column.type.compile(dialect=engine.dialect)
+                conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"))
+                added.append(f"{table.name}.{column.name}")
+    for table in metadata.sorted_tables:
+        for index in table.indexes:
+            index.create(engine, checkfirst=True)
+    return added
 
 
 class EventLog:
@@ -93,6 +126,7 @@ class EventLog:
     def __init__(self, url: str) -> None:
         self.engine: Engine = open_engine(url)
         ROUTING_METADATA.create_all(self.engine)
+        add_missing_columns(self.engine, ROUTING_METADATA)
         self._buffer: list[AttemptRecord | RequestRecord] = []
         self._lock = threading.Lock()
 

@@ -4,6 +4,11 @@ Counters (rates are ratios of counters, in PromQL or `snapshot()`):
 
     canary_router_requests_total{workload,outcome}          outcome: accepted | <failure class>
     canary_router_attempts_total{workload,route,result}     result: accepted | <failure class>
+    canary_router_provider_attempts_total{workload,route,provider,result}
+                                                            per (model, provider) where the
+                                                            reply named it (R13); at most
+                                                            MAX_PROVIDER_LABELS names per
+                                                            route, the rest as "other"
     canary_router_fallbacks_total{workload}                 attempts on a route other than the first
     canary_router_http_success_total{workload,route}        attempts answered HTTP 200 ...
     canary_router_validation_rejections_total{workload,route,reason}   ... yet rejected by acceptance
@@ -23,6 +28,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from routing.records import AttemptRecord, RequestRecord
+
+MAX_PROVIDER_LABELS = 64  # per route: a provider name comes from the upstream's reply
 
 
 class RouterMetrics:
@@ -66,6 +73,11 @@ class RouterMetrics:
         self.accepted_cost = Counter(
             "canary_router_accepted_cost_usd", "Cost of accepted requests", ["workload"], registry=r
         )
+        self.provider_attempts = Counter(
+            "canary_router_provider_attempts", "Attempts by the provider that served them",
+            ["workload", "route", "provider", "result"], registry=r,
+        )  # fmt: skip
+        self._provider_labels: dict[str, set[str]] = {}
         self.latency = Histogram(
             "canary_router_latency_seconds", "Request latency by final route", ["workload", "route"],
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64), registry=r,
@@ -80,6 +92,9 @@ class RouterMetrics:
             else ev.failure_class
         )
         self.attempts.labels(ev.workload, ev.route_id, result).inc()
+        if ev.provider:
+            provider = self._provider_label(ev.route_id, ev.provider)
+            self.provider_attempts.labels(ev.workload, ev.route_id, provider, result).inc()
         if ev.fallback_reason:
             self.fallbacks.labels(ev.workload).inc()
         if ev.http_success:
@@ -89,6 +104,13 @@ class RouterMetrics:
         if ev.failure_class == "ambiguous_completion":
             self.ambiguous.labels(ev.workload).inc()
         self.cost.labels(ev.workload).inc(max(0.0, ev.cost_usd))
+
+    def _provider_label(self, route_id: str, provider: str) -> str:
+        seen = self._provider_labels.setdefault(route_id, set())
+        if provider in seen or len(seen) < MAX_PROVIDER_LABELS:
+            seen.add(provider)
+            return provider
+        return "other"
 
     def observe_request(self, ev: RequestRecord) -> None:
         self.requests.labels(ev.workload, ev.outcome).inc()

@@ -1,29 +1,36 @@
 """The router's next move after a failed attempt, as a pure function (SPEC R2–R5).
 
     next_move(classification, route, contract, budget, deadline, now, jitter, config)
-        -> (Stop(error) | RetrySame(wait_s) | FallBack(reason, min_context), budget')
+        -> (Stop(error) | RetrySame(wait_s) | SwitchProvider(reason) | FallBack(reason,
+            min_context), budget')
 
 In the shape of `quarantine.policy.step`: data in, a decision and the next state out; no
 clock (`now` is given), no randomness (`jitter`, a number in [0, 1), is drawn by the caller),
 no I/O. `config` is `settings.routing` taken whole (its backoff base and cap; its
 `same_route_retries` starts the `LoopBudget`); the allowances an attempt needs travel with
 the `deadline`. `Router._loop` only performs the moves: it raises a `Stop`'s error, sleeps and
-retries the same route for a `RetrySame`, and leaves the route behind for a `FallBack`.
+retries the same route for a `RetrySame`, tries the same route again without the provider that
+served the failed attempt for a `SwitchProvider`, and leaves the route behind for a `FallBack`.
 
 The rules, in order:
 - our own credentials or credits refused: stop (`UpstreamMisconfiguredError`);
 - a permanent request failure: stop (`PermanentRequestError`);
-- an ambiguous completion when the workload does not replay: stop;
+- an ambiguous completion when the workload does not replay, or its tools have side effects
+  (never replayed without the tool store's dedupe): stop;
 - a transient failure before anything was sent (early) while a same-route retry is left:
   retry the route after a full-jitter backoff, if the wait fits the deadline;
 - capacity with a `Retry-After` that fits the deadline: wait and retry the route, once per
   route (a route that asks again, or a hint that does not fit, falls back);
-- everything else falls back; a context overflow raises the context the next route needs.
+- a failure the provider that served it answers for, when the router could exclude that
+  provider for the request's following attempts (`provider_excluded`: the reply named it and
+  the capacity floor allows): the same route again without it, once per route (R13);
+- everything else falls back (a slow first token included: a route-level outcome); a context
+  overflow raises the context the next route needs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ground.settings import RoutingConfig
 from routing.backoff import full_jitter_delay
@@ -49,6 +56,7 @@ class LoopBudget:
     same_route_left: int
     retry_index: int = 0  # full-jitter backoff exponent
     hinted: frozenset[str] = frozenset()  # routes whose Retry-After was already honoured
+    switched: frozenset[str] = frozenset()  # routes already retried without a provider
 
     @classmethod
     def start(cls, config: RoutingConfig) -> LoopBudget:
@@ -72,6 +80,14 @@ class RetrySame:
 
 
 @dataclass(frozen=True, slots=True)
+class SwitchProvider:
+    """Try the same route again; the provider that served the failed attempt is excluded
+    (the router added it to the request's `provider.ignore`)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class FallBack:
     """Leave this route; the next compatible one gets `reason` as its fallback reason."""
 
@@ -79,7 +95,7 @@ class FallBack:
     min_context: int | None = None  # a context overflow: the next route needs more than this
 
 
-Move = Stop | RetrySame | FallBack
+Move = Stop | RetrySame | SwitchProvider | FallBack
 
 
 def next_move(
@@ -93,8 +109,10 @@ def next_move(
     jitter: float,
     config: RoutingConfig,
     status_code: int | None = None,
+    provider_excluded: bool = False,
 ) -> tuple[Move, LoopBudget]:
-    """The move after attempt `c` on `route` failed (see the module docstring)."""
+    """The move after attempt `c` on `route` failed (see the module docstring).
+    `provider_excluded`: the provider that served it is excluded for the following attempts."""
     stop = _stop(c, route, contract, status_code)
     if stop is not None:
         return stop, budget
@@ -104,6 +122,10 @@ def next_move(
         return _after_backoff(reason, budget, deadline, now, jitter, config)
     if cls is F.CAPACITY and c.retry_after_s is not None:
         return _after_hint(c, c.retry_after_s, route, budget, deadline, now)
+    if provider_excluded and cls.counts_against_route and route.id not in budget.switched:
+        return SwitchProvider(f"provider:{reason}"), replace(
+            budget, switched=budget.switched | {route.id}
+        )
     if cls is F.INCOMPATIBLE and c.reason == "context_length_exceeded":
         return FallBack(reason, min_context=route.context_length), budget
     return FallBack(reason), budget
@@ -131,11 +153,16 @@ def _stop(
                 reason=c.reason,
             )
         )
-    if cls is F.AMBIGUOUS and contract.ambiguous_policy != "replay":
+    if cls is F.AMBIGUOUS and (contract.ambiguous_policy != "replay" or contract.side_effect_tools):
+        why = (
+            "its tools have side effects"
+            if contract.ambiguous_policy == "replay"
+            else f"the workload's policy is {contract.ambiguous_policy!r}"
+        )
         return Stop(
             AmbiguousCompletionError(
-                f"the connection to {route.id} was lost after output started; the workload's"
-                f" policy is {contract.ambiguous_policy!r}, so it is not replayed",
+                f"the upstream on {route.id} may have accepted the request ({c.reason}) and"
+                f" no complete reply came; {why}, so it is not replayed",
                 status_code=status_code,
                 reason=c.reason,
             )
@@ -160,10 +187,10 @@ def _after_backoff(
         cap_s=config.backoff_cap_s,
         rand=lambda: jitter,
     )
-    budget = LoopBudget(budget.same_route_left, budget.retry_index + 1, budget.hinted)
+    budget = replace(budget, retry_index=budget.retry_index + 1)
     if not deadline.may_start(now, wait_s=delay):
         return FallBack(reason), budget
-    spent = LoopBudget(budget.same_route_left - 1, budget.retry_index, budget.hinted)
+    spent = replace(budget, same_route_left=budget.same_route_left - 1)
     return RetrySame(delay, reason), spent
 
 
@@ -181,5 +208,5 @@ def _after_hint(
         return FallBack(f"retry_after_repeated:{c.reason}"), budget
     if not deadline.may_start(now, wait_s=retry_after_s):
         return FallBack(f"retry_after_{retry_after_s:g}s_exceeds_deadline"), budget
-    hinted = LoopBudget(budget.same_route_left, budget.retry_index, budget.hinted | {route.id})
+    hinted = replace(budget, hinted=budget.hinted | {route.id})
     return RetrySame(retry_after_s, f"{c.failure_class.value}:{c.reason}"), hinted

@@ -1,9 +1,14 @@
 """What the router records of each request and each attempt (SPEC R10), as plain data.
 
-    AttemptRecord   one per model call: route, provider, failure class, status, latency,
-                    tokens, cost, fallback reason, validation, circuit state, waits
+    AttemptRecord   one per model call: route, provider (and its endpoint tag when the
+                    listing names one), failure class, status, latency, tokens, cost,
+                    fallback reason, validation, circuit state, waits, the attempt's
+                    budgets (R13) and the providers the request excluded by then
     RequestRecord   one per request: outcome, final route, attempts, fallbacks, totals, and
                     the prompt and the output only as SHA-256 hashes
+
+Both carry the gateway's request id (one per HTTP request, returned as `X-Request-Id`) and
+the operation id (the client's idempotency key, or a new one).
     EventSink       where the router sends them (`emit`, O(1) on the request path) and how
                     the gateway has them written (`aflush`); `routing.events.EventLog` is the
                     ledger's
@@ -58,6 +63,12 @@ class AttemptRecord:
     hedged: bool = False
     cancelled: bool = False
     waited_s: float = 0.0  # backoff / Retry-After slept before this attempt
+    request_id: str | None = None  # the gateway's id of the HTTP request (X-Request-Id)
+    provider_tag: str | None = None  # the endpoint tag of `provider`, when the listing has one
+    budget_ms: float | None = None  # the attempt's total budget (R13)
+    ttft_budget_ms: float | None = None  # its first-token budget (None: no cut before the total)
+    kept_ms: float | None = None  # kept for one fallback when it started
+    excluded: str | None = None  # providers this request excluded by then (tags, comma-joined)
     at: datetime = field(default_factory=utcnow)
 
 
@@ -77,6 +88,7 @@ class RequestRecord:
     prompt_sha256: str = ""
     output_sha256: str | None = None
     stream: bool = False
+    request_id: str | None = None  # the gateway's id of the HTTP request (X-Request-Id)
     at: datetime = field(default_factory=utcnow)
 
 

@@ -9,14 +9,21 @@
                                                        │   ├ capacity + Retry-After that fits ─► wait,
                                                        │   │   same route (once per route); does not
                                                        │   │   fit, or asked again ─► fallback
-                                                       │   ├ capacity / transient / invalid ─► fallback
+                                                       │   ├ the reply's provider answers for it and can
+                                                       │   │   be excluded (listing, capacity floor) ─►
+                                                       │   │   same route without that provider (once)
+                                                       │   ├ capacity / transient / invalid / slow first
+                                                       │   │   token ─► fallback
                                                        │   └ ambiguous ─► workload policy (replay =
                                                        │       fallback; fail / reconcile = explicit)
                                                        └ no attempt starts unless the deadline leaves
                                                          connect + generation + validation allowances
 
 Default budget: `contract.max_attempts` (3 = primary + one fallback + one
-same-route retry for an early connection failure). Nothing below retries.
+same-route retry for an early connection failure). Nothing below retries. Each attempt's
+timeouts are cut so one fallback still fits (R13, `routing/planner.py`, `routing/budget.py`):
+a total and a first-token budget from the latency the gateway measured of the route's
+providers (`routing/latency.py`), the listing's as the prior (`routing/listing.py`).
 The router takes `settings.routing` (`RoutingConfig`: backoff, same-route retries, the
 connect bound) and `settings.allowances` whole. `sleep`, `clock` and `rand` are injected:
 tests pass a recording sleep so they never wait for backoff, while deadline tests keep the
@@ -35,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from ground.settings import Allowances, RoutingConfig
+from ground.settings import Allowances, PolicyConfig, RoutingConfig
 from routing.acceptance import Accepted
 from routing.accounting import RequestState, attempt_record
 from routing.attempt import AttemptResult, refused_keys, run_attempt, upstream_body
@@ -56,15 +63,19 @@ from routing.errors import (
 from routing.exclusions import IgnoreSource
 from routing.health import HealthBook
 from routing.hedge import hedged
+from routing.latency import LatencyBook
+from routing.listing import ListingBook
 from routing.metrics import RouterMetrics
-from routing.moves import FallBack, LoopBudget, RetrySame, Stop, next_move
+from routing.moves import FallBack, LoopBudget, RetrySame, Stop, SwitchProvider, next_move
 from routing.outcomes import Outcomes, StreamEnd
+from routing.planner import Planner
 from routing.records import AttemptRecord, EventSink
 from routing.response import Completion
 from routing.routes import Catalog, Route
+from routing.steer import Steering
 from routing.upstream import Upstream, UpstreamCall
 
-__all__ = ["Router", "RouterResult", "new_operation_id"]
+__all__ = ["Router", "RouterResult", "new_operation_id", "new_request_id"]
 
 
 @dataclass
@@ -97,10 +108,17 @@ class _Loop:
     retry_route: Route | None = None  # a RetrySame: this route again, after wait_s
     wait_s: float = 0.0
     fallback_reason: str | None = None  # why the next attempt is not the first choice
+    switching: bool = False  # the next attempt is the same route without a provider
 
 
 def new_operation_id() -> str:
     return f"op-{uuid.uuid4().hex}"
+
+
+def new_request_id() -> str:
+    """The gateway's id of one HTTP request (`X-Request-Id`), unlike the operation id never
+    chosen by the client, so `canary served --request ID` finds exactly one request."""
+    return f"req-{uuid.uuid4().hex}"
 
 
 class Router:
@@ -115,6 +133,8 @@ class Router:
         metrics: RouterMetrics | None = None,
         config: RoutingConfig | None = None,
         allowances: Allowances | None = None,
+        listings: ListingBook | None = None,
+        floor: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
@@ -132,6 +152,15 @@ class Router:
         self.rand = rand
         self.health = HealthBook()
         self.outcomes = Outcomes(self.breakers, self.health, self.metrics, events, clock)
+        # `floor`: the quarantine's capacity floor (settings.policy.floor) for exclusions
+        self.listings = listings
+        self.steering = Steering(
+            self.breakers, listings, PolicyConfig().floor if floor is None else floor
+        )
+        self.latency = LatencyBook(self.config)
+        self.planner = Planner(
+            self.breakers, self.health, self.steering, self.latency, self.config, self.allowances
+        )
 
     # ---- public ---------------------------------------------------------------------------
 
@@ -148,7 +177,13 @@ class Router:
         return await self.run(self.admit(body, workload, operation_id, stream=True))
 
     def admit(
-        self, body: dict[str, Any], workload: str, operation_id: str | None, *, stream: bool
+        self,
+        body: dict[str, Any],
+        workload: str,
+        operation_id: str | None,
+        *,
+        stream: bool,
+        request_id: str | None = None,
     ) -> RequestState:
         """Resolve the request once: its contract, its absolute deadline (recorded now, on
         arrival) and its operation id; a request the contract cannot take is refused here.
@@ -179,8 +214,9 @@ class Router:
             )
         deadline = Deadline.starting(now, contract.deadline_ms, self.allowances)
         return RequestState(
-            operation_id, contract, body, now, deadline, stream and contract.streaming
-        )
+            operation_id, contract, body, now, deadline, stream and contract.streaming,
+            request_id=request_id or new_request_id(),
+        )  # fmt: skip
 
     # ---- the loop -------------------------------------------------------------------------
 
@@ -277,18 +313,21 @@ class Router:
             loop.excluded.update(tried)
             return res
         same_route = bool(req.attempts) and req.attempts[-1].route_id == route.id
-        return await self._attempt(
-            req,
-            route,
-            waited_s=waited_s,
-            fallback_reason=None if same_route else loop.fallback_reason,
-        )
+        reason = None if same_route and not loop.switching else loop.fallback_reason
+        loop.switching = False
+        return await self._attempt(req, route, waited_s=waited_s, fallback_reason=reason, loop=loop)
 
     def _perform(
         self, req: RequestState, res: AttemptResult, c: Classification, loop: _Loop
     ) -> None:
         """Ask `next_move` what the failed attempt means and perform it: raise a `Stop`'s
-        error, keep the route for a `RetrySame`, leave it behind for a `FallBack`."""
+        error, keep the route for a `RetrySame` or a `SwitchProvider` (the provider that
+        served it excluded for the request's following attempts), leave it behind for a
+        `FallBack`."""
+        excluded = False
+        if res.excludable and c.failure_class.counts_against_route and not c.client_params:
+            req.excluded.setdefault(res.route.model, set()).update(res.excludable)
+            excluded = True
         move, loop.budget = next_move(
             c,
             route=res.route,
@@ -299,12 +338,16 @@ class Router:
             jitter=self.rand(),
             config=self.config,
             status_code=res.status_code,
+            provider_excluded=excluded,
         )
         match move:
             case Stop(error=error):
                 raise error
             case RetrySame(wait_s=delay, reason=why):
                 loop.retry_route, loop.wait_s, loop.fallback_reason = res.route, delay, why
+            case SwitchProvider(reason=why):
+                loop.retry_route, loop.wait_s, loop.fallback_reason = res.route, 0.0, why
+                loop.switching = True
             case FallBack(reason=why, min_context=min_context):
                 loop.fallback_reason = why
                 if min_context is not None:
@@ -325,7 +368,7 @@ class Router:
         raise DeadlineExhaustedError(
             f"{req.deadline.remaining(now) * 1000:.0f} ms left"
             + (f" (after a {wait_s:.2f} s wait)" if wait_s else "")
-            + f"; an attempt needs {self.allowances.required_s * 1000:.0f} ms"
+            + f"; an attempt needs {req.deadline.needed_s * 1000:.0f} ms"
             + (f"; last failure: {last[0].failure_class.value} ({last[0].reason})" if last else ""),
             reason="no_time_for_attempt",
         )
@@ -421,49 +464,30 @@ class Router:
 
     async def _attempt(
         self, req: RequestState, route: Route, *, waited_s: float, fallback_reason: str | None,
-        hedged: bool = False,
+        hedged: bool = False, loop: _Loop | None = None,
     ) -> AttemptResult:  # fmt: skip
+        """One attempt on `route` within its plan (`routing/planner.py`), then its verdict and
+        event; `loop` (None for a hedged attempt) says which fallbacks are left to keep time for."""
         scope = req.contract.workload  # the circuits this attempt answers to
-        try:
-            ignore = await self.ignore_source(route.model, datetime.now(UTC))
-            body = upstream_body(req.body, route, req.contract, self.catalog.schemas, ignore)
-            now = self.clock()  # the budget is what is left after the exclusions lookup
-            if not req.deadline.may_start(now):
-                raise DeadlineExhaustedError(
-                    f"{req.deadline.remaining(now) * 1000:.0f} ms left after the exclusions"
-                    f" lookup; an attempt needs {self.allowances.required_s * 1000:.0f} ms",
-                    reason="no_time_for_attempt",
-                )
-        except BaseException:  # no attempt was made: give the admission (probe slot) back
-            self.breakers.release(route.id, self.clock(), scope)
-            raise
-        b = req.deadline.attempt_budget(now)
-        budget = AttemptBudget(
-            connect_s=min(self.config.connect_timeout_s, b.total_s), total_s=b.total_s
-        )
-        circuit = self.breakers.status(route.id, now, scope)
-        res = AttemptResult(route=route, started=now)
+        body, res, timeouts = await self._planned(req, route, loop)
+        circuit = self.breakers.status(route.id, res.started, scope)
         try:
             await run_attempt(
-                self.upstream,
-                body,
-                route,
-                req.contract,
-                self.catalog.schemas,
-                budget,
-                stream_release=req.stream,
-                clock=self.clock,
-                result=res,
+                self.upstream, body, route, req.contract, self.catalog.schemas, timeouts,
+                stream_release=req.stream, clock=self.clock, result=res,
                 client_params=client_shaping(req.body),
-            )
+            )  # fmt: skip
         except BaseException as exc:  # no verdict on the route: give the admission back
-            self.breakers.release(route.id, self.clock(), scope)
+            now = self.clock()
+            self.breakers.release(route.id, now, scope)
+            self.steering.release(res.probes, now, scope)
             if isinstance(exc, asyncio.CancelledError):  # a hedged loser: cost still counted
                 self.outcomes.attempt(
                     req, res, waited_s=waited_s, fallback_reason=fallback_reason,
                     circuit=circuit.value, cancelled=True, hedged=hedged,
                 )  # fmt: skip
             raise
+        self.planner.observe(req, res)
         if res.rest is not None and res.classification is None:
             # a released stream: its verdict, cost and usage are known only at its end
             # (`Outcomes.stream_finisher`); the attempt is counted now, recorded then
@@ -476,3 +500,38 @@ class Router:
             hedged=hedged,
         )  # fmt: skip
         return res
+
+    async def _planned(
+        self, req: RequestState, route: Route, loop: _Loop | None
+    ) -> tuple[dict[str, Any], AttemptResult, AttemptBudget]:
+        """The attempt's upstream body, its result to fill and its timeouts, after the
+        exclusions lookup; raises (giving the route's admission back) when it may not start."""
+        scope = req.contract.workload
+        probes: tuple[str, ...] = ()
+        try:
+            quarantine = await self.ignore_source(route.model, datetime.now(UTC))
+            now = self.clock()  # the budget is what is left after the exclusions lookup
+            alternatives = (
+                None if loop is None else [r for r in loop.pool if r.id not in loop.excluded]
+            )
+            plan = self.planner.plan(
+                req, route, quarantine, now, alternatives=alternatives,
+                needs=None if loop is None else loop.needs,
+            )  # fmt: skip
+            probes = plan.probes
+            body = upstream_body(req.body, route, req.contract, self.catalog.schemas, plan.ignore)
+            if not req.deadline.may_start(now):
+                raise DeadlineExhaustedError(
+                    f"{req.deadline.remaining(now) * 1000:.0f} ms left after the exclusions"
+                    f" lookup; an attempt needs {req.deadline.needed_s * 1000:.0f} ms",
+                    reason="no_time_for_attempt",
+                )
+        except BaseException:  # no attempt was made: give the admission (probe slot) back
+            self.breakers.release(route.id, self.clock(), scope)
+            self.steering.release(probes, self.clock(), scope)
+            raise
+        res = AttemptResult(
+            route=route, started=now, budget=plan.budget, ignore=tuple(plan.ignore),
+            excluded_before=frozenset(req.excluded_for(route.model)), probes=probes,
+        )  # fmt: skip
+        return body, res, plan.timeouts

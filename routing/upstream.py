@@ -15,7 +15,12 @@ pooled `ClientSession` per `Upstream` and event loop, made lazily inside the run
 - a reply head of at most 128 lines of at most 16 KiB each (httpx allowed a 100 KiB head
   of any shape); a larger one is a `RemoteProtocolError`.
 
-Every attempt gets timeouts cut to the remaining deadline by the caller. The upstream is
+Every attempt gets timeouts cut to the remaining deadline by the caller (`AttemptBudget`):
+connect, total, and two cuts of its own here (R13): no content (text or a tool call) within
+`ttft_s` of sending the request raises `SlowFirstToken`, and once output started, no byte
+for `stall_s` raises `StreamStalled` (our own cuts, not transport failures; the caller
+clears `stall_s` when it releases the stream to a client: from then on only the deadline
+bounds it). The upstream is
 always asked to stream, so the router sees time to first token, stream cuts (no `[DONE]`),
 in-band error chunks and the reply start before anything reaches a client; the assembled
 `Completion` is what the acceptance pipeline reads.
@@ -60,6 +65,8 @@ from routing.errors import (
     ReadError,
     ReadTimeout,
     RemoteProtocolError,
+    SlowFirstToken,
+    StreamStalled,
     UnsupportedProtocol,
     UpstreamError,
 )
@@ -182,6 +189,8 @@ class UpstreamCall:
         self.output_started = False  # any content/tool delta seen: a cut now is ambiguous
         self.headers_received = False
         self.status_code: int | None = None
+        self.stall_s = budget.stall_s  # cleared by the caller once the stream is released
+        self._first_token_at: float | None = None  # loop time by which content must come
 
     async def __aenter__(self) -> UpstreamCall:
         return self
@@ -204,15 +213,22 @@ class UpstreamCall:
         timeout = aiohttp.ClientTimeout(
             total=None, connect=connect_s, sock_connect=connect_s, sock_read=max(0.001, b.total_s)
         )
+        loop = asyncio.get_running_loop()
+        if b.ttft_s is not None:
+            self._first_token_at = loop.time() + b.ttft_s
+        first_token = asyncio.timeout_at(self._first_token_at)
         try:
-            response = await self._session.post(
-                self._url,
-                data=_encode(self._body),
-                timeout=timeout,
-                allow_redirects=False,
-                proxy=self._proxy,
-            )
+            async with first_token:
+                response = await self._session.post(
+                    self._url,
+                    data=_encode(self._body),
+                    timeout=timeout,
+                    allow_redirects=False,
+                    proxy=self._proxy,
+                )
         except Exception as exc:
+            if isinstance(exc, TimeoutError) and first_token.expired():
+                raise SlowFirstToken(f"no reply head within {b.ttft_s:.3f} s") from None
             _raise_translated(exc, self._scrub)
         self._response = response
         self.headers_received = True
@@ -245,16 +261,12 @@ class UpstreamCall:
         """
         assert self._response is not None, "start() first"
         read = self._response.content.readchunk  # up to the end of one HTTP chunk, as h11
-        scrub = self._scrub
         parser = SSEParser(max_line_bytes=self._max_line_bytes)
         assembler = self.assembler
         received = 0
         done = False
         while True:
-            try:
-                raw, chunk_ended = await read()
-            except Exception as exc:
-                _raise_translated(exc, scrub)
+            raw, chunk_ended = await self._next(read)
             if not raw:
                 if chunk_ended:
                     continue  # an empty piece at a chunk boundary
@@ -285,6 +297,7 @@ class UpstreamCall:
                     break
             if assembler.raw_content or assembler.completion.tool_calls or failed:
                 self.output_started = True
+                self._first_token_at = None
             piece = assembler.finish() if done else assembler.release()
             if piece:
                 yield piece
@@ -292,6 +305,37 @@ class UpstreamCall:
                 return
             if parser.overlong_lines:
                 raise MalformedStream(f"an SSE line is longer than {self._max_line_bytes} bytes")
+
+    async def _next(self, read: Any) -> tuple[bytes, bool]:
+        """The next piece the upstream wrote, within the first-token or stall cut when one
+        applies; the client library's errors translated into ours."""
+        try:
+            if self._first_token_at is None and self.stall_s is None:
+                result: tuple[bytes, bool] = await read()
+                return result
+            return await self._timed(read)
+        except (SlowFirstToken, StreamStalled):
+            raise
+        except Exception as exc:
+            _raise_translated(exc, self._scrub)
+
+    async def _timed(self, read: Any) -> tuple[bytes, bool]:
+        """One read within the first-token deadline (before output) or the stall timeout
+        (after output started, before release)."""
+        first = self._first_token_at is not None
+        cut = asyncio.timeout_at(self._first_token_at) if first else asyncio.timeout(self.stall_s)
+        try:
+            async with cut:
+                result: tuple[bytes, bool] = await read()
+                return result
+        except TimeoutError:
+            if not cut.expired():  # the client library's own read timeout
+                raise
+            if first:
+                raise SlowFirstToken(
+                    f"no content within {self._budget.ttft_s:.3f} s of the request"
+                ) from None
+            raise StreamStalled(f"no byte for {self.stall_s:.3f} s after output started") from None
 
     async def _read_capped(self, limit: int) -> bytes | None:
         """The body up to `limit` bytes; None (and the rest unread) when it is longer."""
@@ -399,6 +443,29 @@ class Upstream:
             max_error_bytes=self.max_error_bytes,
             proxy=self.proxy,
         )
+
+    async def get_json(self, path: str, *, timeout_s: float, max_bytes: int) -> Any:
+        """GET `base_url + path` (the endpoints listing) within `timeout_s`, at most
+        `max_bytes` read, as JSON. Raises our transport errors, or ValueError for a status
+        other than 200, a longer body or one that is not JSON."""
+        url = URL(self.base_url + path, encoded=False)
+        try:
+            async with (
+                asyncio.timeout(timeout_s),
+                self._pool().get(url, allow_redirects=False, proxy=self.proxy) as response,
+            ):
+                if response.status != 200:
+                    raise ValueError(f"HTTP {response.status}")
+                body = bytearray()
+                async for piece in response.content.iter_chunked(64 * 1024):
+                    body += piece
+                    if len(body) > max_bytes:
+                        raise ValueError(f"larger than {max_bytes} bytes")
+        except TimeoutError:
+            raise ReadTimeout(f"no complete reply within {timeout_s:g} s") from None
+        except aiohttp.ClientError as exc:
+            _raise_translated(exc, self.scrub)
+        return jsonio.loads(bytes(body))
 
     async def aclose(self) -> None:
         """Close the pool; a later call opens a new one."""

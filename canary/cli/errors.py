@@ -86,6 +86,8 @@ def exit_codes() -> tuple[tuple[type[BaseException], int], ...]:
         ContractError,
         MalformedStream,
         RoutingError,
+        SlowFirstToken,
+        StreamStalled,
         UpstreamError,
     )
     from wire.jsonio import WireJSONError
@@ -108,6 +110,8 @@ def exit_codes() -> tuple[tuple[type[BaseException], int], ...]:
         (RoutingError, RUNTIME),
         (UpstreamError, RUNTIME),  # the gateway's upstream transport
         (MalformedStream, RUNTIME),
+        (SlowFirstToken, RUNTIME),  # the gateway's own cuts of an upstream reply (R13)
+        (StreamStalled, RUNTIME),
         (BodyTooLarge, BAD_INPUT),  # a client's request body
         (BodyTooSlow, BAD_INPUT),
         (CanaryError, RUNTIME),  # the root's catch-all (a class the table does not name yet)

@@ -299,7 +299,7 @@ def test_r5_retry_after_seconds_and_http_date() -> None:
 
 def test_r4_no_attempt_starts_without_the_allowances() -> None:
     """An attempt may start only when connect + generation + validation fit; its budget keeps validation back (R4)."""
-    allow = Allowances(connect_s=0.2, generation_s=0.5, validation_s=0.1)
+    allow = Allowances(connect_s=0.2, generation_s=0.5, validation_s=0.1, reserve_s=0.0)
     d = Deadline.starting(100.0, 2000, allow)
     assert d.may_start(100.0) and d.may_start(101.19)
     assert not d.may_start(101.21)
@@ -308,3 +308,13 @@ def test_r4_no_attempt_starts_without_the_allowances() -> None:
     assert d.attempt_budget(103.0).total_s == 0.0
     with pytest.raises(ValueError):
         Deadline.starting(0.0, 0, allow)
+
+
+def test_r13_the_gateway_reserve_is_never_given_to_an_attempt() -> None:
+    """The reserve is kept besides the allowances: an attempt needs both to start, and its
+    budget leaves both the reserve and its validation allowance (R4, R13)."""
+    allow = Allowances(connect_s=0.2, generation_s=0.5, validation_s=0.1, reserve_s=0.25)
+    d = Deadline.starting(100.0, 2000, allow)
+    assert d.needed_s == pytest.approx(1.05)
+    assert d.may_start(100.94) and not d.may_start(100.96)
+    assert d.attempt_budget(101.0).total_s == pytest.approx(0.65)

@@ -258,7 +258,7 @@ async def test_r6_context_overflow_only_a_larger_context_route_is_tried(fleet: F
 
 
 async def test_r4_slow_success_that_would_overrun_the_deadline(fleet: FleetHandle) -> None:
-    """A slow first token is cut by the attempt's budget (what the deadline leaves after the validation allowance), and no attempt starts that cannot finish: one attempt, cut, then an explicit deadline error (R4)."""
+    """A slow first token on a workload with one route (no fallback to keep time for) is cut by the attempt's budget (what the deadline leaves after the reserve and the validation allowance), and no attempt starts that cannot finish: one attempt, cut, then an explicit deadline error (R4)."""
     import asyncio
 
     fleet.load(
@@ -266,10 +266,13 @@ async def test_r4_slow_success_that_would_overrun_the_deadline(fleet: FleetHandl
             faults={"alpha-a": [{"kind": "slow_first_token", "ttft_s": 100, "rate": 1.0}]}
         )
     )  # 10 s at the fleet's time scale: far past the deadline, so only a cut ends the attempt
+    groups = {"text": ["alpha", "beta"], "schema": ["alpha", "beta"], "tools": ["alpha", "beta"],
+              "vision": ["vision"], "long_context": ["vision"], "solo": ["alpha"]}  # fmt: skip
+    solo = routes_table(groups=groups)
     router = make_router(
         fleet.base_url,
         fleet.key,
-        catalog=routing_catalog(chat={"deadline_ms": 1500}),
+        catalog=routing_catalog(solo, chat={"deadline_ms": 1500, "route_groups": ["solo"]}),
         sleep=asyncio.sleep,
     )
     with pytest.raises(DeadlineExhaustedError) as raised:
