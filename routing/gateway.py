@@ -2,22 +2,29 @@
 
     POST /v1/chat/completions   OpenAI chat body, `stream` true or false
          Authorization: Bearer <one of CANARY_GATEWAY__KEYS>   (never the upstream key)
-         X-Workload: chat | invoice_extraction | classify | tool_agent | ...   (default chat)
+         X-Workload: chat | invoice_extraction | classify | tool_agent | ...; without it the
+         body's `model` names the workload (what an off-the-shelf OpenAI client can set; a
+         name that is no workload is a 400 naming the known ones), without either `chat`
          Idempotency-Key / X-Operation-Id: echoed back as X-Operation-Id (generated if absent)
-         The client's `model`, `provider` and `stream_options` are ignored: the contract
-         of the workload chooses the route. `tools`, `tool_choice`, `functions`,
+         X-Request-Id (response): the gateway's own id of this request, also in an error
+         body (`request_id`); `canary served --request ID` finds its attempts
+         The client's `provider` and `stream_options` are ignored, and so is `model` once it
+         has chosen the workload: the contract of the workload chooses the route. `tools`, `tool_choice`, `functions`,
          `function_call` and `n` (other than 1) belong to the contract: refused (400,
          reason contract_owned_parameter). A body over settings.gateway.max_body_bytes
          gets 413, one not in within settings.gateway.body_timeout_s 408 (`BODY_REFUSALS`).
          Our own upstream key/credits rejected (401/402) -> 502 upstream_misconfigured.
-    GET  /metrics               Prometheus text (the router's own registry)
+    GET  /v1/models             the workloads, in OpenAI's list shape (what `models.list()`
+                                and chat front-ends discover)
+    GET  /metrics               Prometheus text (the router's own registry: counters and
+                                the R11 figures, with the masking warning)
     GET  /healthz               {"status": "ok", "workloads": [...], "routes": [...]}
 
 Errors use OpenAI's shape plus our failure class and the operation id:
 
     {"error": {"message": "...", "type": "capacity", "code": "capacity", "param": null,
                "failure_class": "capacity", "reason": "rate_limit_exceeded",
-               "operation_id": "op-…", "attempts": 2}}
+               "operation_id": "op-…", "request_id": "req-…", "attempts": 2}}
 
 A streaming reply is released only after its start passed the response-start
 check; a failure after release ends the stream with an in-band error chunk
@@ -62,7 +69,7 @@ from routing.errors import (
 from routing.outcomes import StreamEnd
 from routing.records import EventSink
 from routing.response import Completion
-from routing.router import Router, RouterResult, new_operation_id
+from routing.router import Router, RouterResult, new_operation_id, new_request_id
 from wire import jsonio
 from wire.auth import bearer_token, key_matches
 from wire.text import NO_SECRET, Scrubber, upstream_text
@@ -72,11 +79,16 @@ _OP_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 def error_response(
-    exc: RoutingError, operation_id: str, status: int | None = None, scrub: Scrubber = NO_SECRET
+    exc: RoutingError,
+    operation_id: str,
+    status: int | None = None,
+    scrub: Scrubber = NO_SECRET,
+    request_id: str | None = None,
 ) -> JSONResponse:
     """OpenAI's error shape; `message` and `reason` pass through `scrub` (the upstream key)
     once more at this boundary, whatever built them."""
     cls = exc.failure_class.value
+    request_id = request_id or new_request_id()
     body = {
         "error": {
             "message": upstream_text(exc.message, scrub, 2000),
@@ -86,12 +98,12 @@ def error_response(
             "failure_class": cls,
             "reason": upstream_text(exc.reason, scrub, 200) if exc.reason else exc.reason,
             "operation_id": operation_id,
+            "request_id": request_id,
             "attempts": exc.attempts,
         }
     }
-    return JSONResponse(
-        body, status_code=status or exc.http_status, headers={"X-Operation-Id": operation_id}
-    )
+    headers = {"X-Operation-Id": operation_id, "X-Request-Id": request_id}
+    return JSONResponse(body, status_code=status or exc.http_status, headers=headers)
 
 
 def _message(result: RouterResult) -> dict[str, Any]:
@@ -306,10 +318,14 @@ class GatewayState:
         return self.router.upstream.scrub
 
     def refuse(
-        self, exc: RoutingError, operation_id: str, status: int | None = None
+        self,
+        exc: RoutingError,
+        operation_id: str,
+        status: int | None = None,
+        request_id: str | None = None,
     ) -> JSONResponse:
         """`exc` in OpenAI's error shape (its own status unless `status` is given)."""
-        return error_response(exc, operation_id, status, self.scrub)
+        return error_response(exc, operation_id, status, self.scrub, request_id)
 
 
 def _state(request: Request) -> GatewayState:
@@ -333,39 +349,65 @@ def _operation_id(request: Request) -> tuple[str, RoutingError | None]:
 
 
 async def chat(request: Request) -> Response:
-    """POST /v1/chat/completions: the operation id, the client's key, its body, then the
-    router (see the module docstring)."""
+    """POST /v1/chat/completions: the operation id, the client's key, its body, the workload,
+    then the router (see the module docstring)."""
     gw = _state(request)
+    request_id = new_request_id()
     operation_id, refusal = _operation_id(request)
     if refusal is not None:
-        return gw.refuse(refusal, operation_id)
-    token = bearer_token(request.headers.get("authorization"))
-    if token is None or not key_matches(token, gw.keys):
+        return gw.refuse(refusal, operation_id, request_id=request_id)
+    if not _authorized(gw, request):
         refusal = PermanentRequestError("missing or unknown gateway key", reason="authentication")
-        return gw.refuse(refusal, operation_id, 401)
+        return gw.refuse(refusal, operation_id, 401, request_id)
     try:
         raw = await read_body(request, gw.config.max_body_bytes, gw.config.body_timeout_s)
         body = parse_client_body(raw)
+        workload = choose_workload(request.headers.get("x-workload"), body, gw.router)
     except (BodyTooLarge, BodyTooSlow) as exc:
         status, reason = BODY_REFUSALS[type(exc)]
-        return gw.refuse(PermanentRequestError(str(exc), reason=reason), operation_id, status)
+        refusal = PermanentRequestError(str(exc), reason=reason)
+        return gw.refuse(refusal, operation_id, status, request_id)
     except PermanentRequestError as exc:
-        return gw.refuse(exc, operation_id)
-    return await _routed(gw, request, body, operation_id)
+        return gw.refuse(exc, operation_id, request_id=request_id)
+    return await _routed(gw, body, workload, operation_id, request_id)
+
+
+def _authorized(gw: GatewayState, request: Request) -> bool:
+    token = bearer_token(request.headers.get("authorization"))
+    return token is not None and key_matches(token, gw.keys)
+
+
+def choose_workload(header: str | None, body: dict[str, Any], router: Router) -> str:
+    """The request's workload: the `X-Workload` header when set; else the body's `model`
+    when it names a workload (OpenAI clients select with `model`; a name that is none is
+    refused, naming the known ones); else `chat`."""
+    if header is not None and header.strip():
+        return header.strip()
+    model = body.get("model")
+    if model is None or model == "":
+        return "chat"
+    known = sorted(router.catalog.contracts)
+    if isinstance(model, str) and model in router.catalog.contracts:
+        return model
+    raise PermanentRequestError(
+        f"model {upstream_text(model, NO_SECRET, 80)!r} names no workload of this gateway;"
+        f" known: {known} (GET /v1/models lists them; or send the X-Workload header)",
+        reason="unknown_workload",
+    )
 
 
 async def _routed(
-    gw: GatewayState, request: Request, body: dict[str, Any], operation_id: str
+    gw: GatewayState, body: dict[str, Any], workload: str, operation_id: str, request_id: str
 ) -> Response:
     """The router's answer to an admitted body: JSON, an SSE relay, or an explicit error."""
-    workload = request.headers.get("x-workload", "chat").strip() or "chat"
     wants_stream = body.get("stream") is True
     router = gw.router
+    ids = {"X-Operation-Id": operation_id, "X-Request-Id": request_id}
     try:
-        req = router.admit(body, workload, operation_id, stream=wants_stream)
+        req = router.admit(body, workload, operation_id, stream=wants_stream, request_id=request_id)
         result = await router.run(req)
     except RoutingError as exc:
-        return gw.refuse(exc, operation_id)
+        return gw.refuse(exc, operation_id, request_id=request_id)
     except Exception:  # a bug of ours: explicit, OpenAI-shaped, with the operation id
         log.error(  # the traceback scrubbed: it may quote what an upstream sent
             "internal error for operation %s: %s",
@@ -373,15 +415,10 @@ async def _routed(
             upstream_text(traceback.format_exc(), gw.scrub, 8000),
         )
         error = {"message": "internal gateway error", "type": "internal_error", "code": "internal_error",
-                 "param": None, "failure_class": None, "operation_id": operation_id}  # fmt: skip
-        return JSONResponse(
-            {"error": error}, status_code=500, headers={"X-Operation-Id": operation_id}
-        )
-    headers = {
-        "X-Operation-Id": operation_id,
-        "X-Route": result.route.id,
-        "X-Attempts": str(len(result.attempts)),
-    }
+                 "param": None, "failure_class": None, "operation_id": operation_id,
+                 "request_id": request_id}  # fmt: skip
+        return JSONResponse({"error": error}, status_code=500, headers=ids)
+    headers = {**ids, "X-Route": result.route.id, "X-Attempts": str(len(result.attempts))}
     if wants_stream:
         return RelayResponse(
             result,
@@ -390,6 +427,22 @@ async def _routed(
             headers={**headers, "Cache-Control": "no-cache"},
         )
     return JSONResponse(completion_body(result), headers=headers)
+
+
+async def models(request: Request) -> Response:
+    """GET /v1/models: the workloads in OpenAI's list shape; a workload's name is what a
+    client puts in `model`."""
+    gw = _state(request)
+    if not _authorized(gw, request):
+        refusal = PermanentRequestError("missing or unknown gateway key", reason="authentication")
+        return gw.refuse(refusal, new_operation_id(), 401)
+    catalog = gw.router.catalog
+    data = [
+        {"id": name, "object": "model", "created": 0, "owned_by": "provider-canary",
+         "description": contract.description, "version": contract.version}
+        for name, contract in sorted(catalog.contracts.items())
+    ]  # fmt: skip
+    return JSONResponse({"object": "list", "data": data})
 
 
 async def metrics(request: Request) -> Response:
@@ -422,21 +475,28 @@ async def flush_every(sink: EventSink, every_s: float) -> None:
 
 @contextlib.asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
-    """Freeze what is loaded, flush the router's events every `events_flush_s` while the
-    app serves; at shutdown, flush them once more and close the upstream pool."""
+    """Read the routes' endpoints listings (each fetch bounded by `listing_timeout_s`, so a
+    start waits at most that long), freeze what is loaded, then while the app serves flush
+    the router's events every `events_flush_s` and re-read the listings every
+    `listing_refresh_s`; at shutdown, flush the events once more and close the upstream pool."""
     gw: GatewayState = app.state.gateway
-    router, events = gw.router, gw.router.events
+    router, events, listings = gw.router, gw.router.events, gw.router.listings
+    tasks: list[asyncio.Task[None]] = []
+    if listings is not None:
+        models = sorted({r.model for r in router.catalog.routes.routes})
+        await listings.refresh(models)
+        tasks.append(asyncio.create_task(listings.refresh_every(models)))
     freeze_loaded()  # no full collection walks the loaded modules mid-request
-    flusher = None
     if events is not None:
-        flusher = asyncio.create_task(flush_every(events, gw.config.events_flush_s))
+        tasks.append(asyncio.create_task(flush_every(events, gw.config.events_flush_s)))
     try:
         yield
     finally:
-        if flusher is not None and events is not None:
-            flusher.cancel()
+        for task in tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await flusher
+                await task
+        if events is not None:
             await events.aflush()
         await router.upstream.aclose()
 
@@ -447,6 +507,7 @@ def create_app(router: Router, config: GatewayConfig) -> Starlette:
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/models", models),
             Route("/metrics", metrics),
             Route("/healthz", healthz),
         ],

@@ -42,7 +42,7 @@ async def test_r7_openai_client_non_stream_and_stream(fleet: FleetHandle) -> Non
     async with ServedApp(app) as s:
         client = openai.AsyncOpenAI(base_url=f"{s.url}/v1", api_key=KEY, max_retries=0)
         raw = await client.chat.completions.with_raw_response.create(
-            model="anything",
+            model="chat",
             messages=[{"role": "user", "content": "Continue the scene, please."}],
             extra_headers={"Idempotency-Key": "op-client-1"},
         )
@@ -50,7 +50,7 @@ async def test_r7_openai_client_non_stream_and_stream(fleet: FleetHandle) -> Non
         assert raw.headers["x-operation-id"] == "op-client-1" and raw.headers["x-route"] == "alpha"
         assert reply.choices[0].message.content and reply.model == "acme/alpha"
         stream = await client.chat.completions.create(
-            model="anything", messages=[{"role": "user", "content": "Go on."}], stream=True
+            model="chat", messages=[{"role": "user", "content": "Go on."}], stream=True
         )
         pieces = [c.choices[0].delta.content or "" async for c in stream if c.choices]
         assert pieces and "".join(pieces).strip()  # piece by piece: test_gateway_stream
@@ -125,7 +125,7 @@ async def test_r2_errors_in_openai_shape_with_failure_class_and_operation_id(
         client = openai.AsyncOpenAI(base_url=f"{s.url}/v1", api_key=KEY, max_retries=0)
         with pytest.raises(openai.APIStatusError) as err:
             await client.chat.completions.create(
-                model="x",
+                model="chat",
                 messages=[{"role": "user", "content": "hi"}],
                 extra_headers={"X-Operation-Id": "op-fail-7"},
             )
