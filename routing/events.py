@@ -4,7 +4,7 @@ One `RequestEvent` per request and one `AttemptEvent` per model call, in the
 tables `routing_requests` and `routing_attempts` (own SQLModel metadata, so
 other folders' tables on the same URL are neither created nor touched).
 Prompts, outputs and tool arguments appear only as SHA-256 hashes; the API
-key never appears at all.
+key never appears at all. Times (`at`) are aware UTC.
 
 The router builds plain `AttemptRecord` / `RequestRecord` dataclasses
 (`routing/records.py`, cheap on the request path); `EventLog` is the ledger's
@@ -29,6 +29,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
+from ground.clock import as_utc
 from ground.db import open_engine
 from routing.records import AttemptRecord, RequestRecord, utcnow
 
@@ -97,6 +98,13 @@ class RequestEvent(_RoutingBase, table=True):
     request_id: str | None = Field(default=None, index=True)  # X-Request-Id
 
 
+def _row(record: AttemptRecord | RequestRecord) -> dict[str, object]:
+    """A record as a row, its time in UTC (the column is timezone-aware)."""
+    row = asdict(record)
+    row["at"] = as_utc(record.at)
+    return row
+
+
 def add_missing_columns(engine: Engine, metadata: MetaData) -> list[str]:
     """The columns of `metadata`'s tables an existing table lacks, added (every column added
     since a table's first version is nullable), then every index not there yet; returns
@@ -142,8 +150,8 @@ class EventLog:
             batch, self._buffer = self._buffer, []
             if not batch:
                 return 0
-            attempts = [asdict(r) for r in batch if isinstance(r, AttemptRecord)]
-            requests = [asdict(r) for r in batch if isinstance(r, RequestRecord)]
+            attempts = [_row(r) for r in batch if isinstance(r, AttemptRecord)]
+            requests = [_row(r) for r in batch if isinstance(r, RequestRecord)]
             # Core bulk inserts: no ORM objects on the flush thread (it shares the GIL with serving)
             with self.engine.begin() as conn:
                 if attempts:
