@@ -273,6 +273,9 @@ class RoutingConfig(BaseModel):
     masking_window_s: float = Field(
         default=3600.0, gt=0, description="R11: the window /metrics judges the warning over."
     )
+    masking_min_attempts: int = Field(
+        default=10, ge=1, description="R11: attempts each half of the window needs to warn."
+    )
 
 
 class GatewayConfig(BaseModel):

@@ -144,8 +144,8 @@ class Router:
         self.ignore_source = ignore_source
         self.breakers = breakers or BreakerBoard()
         self.events = events
-        self.metrics = metrics or RouterMetrics()
         self.config = config or RoutingConfig()
+        self.metrics = metrics or RouterMetrics(config=self.config, clock=clock)
         self.allowances = allowances or Allowances()
         self.clock = clock
         self.sleep = sleep
