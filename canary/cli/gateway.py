@@ -127,7 +127,7 @@ def report(
     ] = "1h",
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
 ) -> None:
-    """The router's own figures (R11) from the ledger: fallback rate, attempts per completed
+    """The router's own figures from the ledger: fallback rate, attempts per completed
     request, deadline exhaustion, validation rejection next to HTTP success, ambiguous
     outcomes, cost per accepted answer, latency by final route; and a warning in words when
     HTTP success holds or rises while validation rejection rises."""
