@@ -17,7 +17,7 @@ from routing.errors import (
     PermanentRequestError,
     UpstreamMisconfiguredError,
 )
-from routing.moves import FallBack, LoopBudget, Move, RetrySame, Stop, next_move
+from routing.moves import FallBack, LoopBudget, Move, RetrySame, Stop, SwitchProvider, next_move
 from routing.routes import Route
 from tests.fixtures.routing import routing_catalog
 
@@ -38,6 +38,7 @@ def move(
     remaining_s: float = 10.0,
     jitter: float = 0.5,
     workload_contract: Contract | None = None,
+    provider_excluded: bool = False,
 ) -> tuple[Move, LoopBudget]:
     deadline = Deadline(at=100.0 + remaining_s, allowances=Allowances())
     return next_move(
@@ -50,6 +51,7 @@ def move(
         jitter=jitter,
         config=CONFIG,
         status_code=502,
+        provider_excluded=provider_excluded,
     )
 
 
@@ -130,6 +132,8 @@ def test_r6_context_overflow_asks_the_next_route_for_more_context() -> None:
     index=st.integers(0, 10),
     remaining=st.floats(0, 60),
     jitter=st.floats(0, 0.999),
+    excluded=st.booleans(),
+    switched=st.booleans(),
 )
 def test_r3_every_failure_has_exactly_one_bounded_move(
     cls: FailureClass,
@@ -139,14 +143,54 @@ def test_r3_every_failure_has_exactly_one_bounded_move(
     index: int,
     remaining: float,
     jitter: float,
+    excluded: bool,
+    switched: bool,
 ) -> None:
     """Any classification gives one move; a same-route wait always fits the deadline and
-    never exceeds the cap or the hint; budgets only shrink."""
+    never exceeds the cap or the hint; budgets only shrink; a route is retried without a
+    provider at most once."""
     c = Classification(cls, "r", early=early, retry_after_s=retry_after)
-    budget = LoopBudget(same_route_left=left, retry_index=index)
-    m, after = move(c, budget=budget, remaining_s=remaining, jitter=jitter)
+    budget = LoopBudget(same_route_left=left, retry_index=index,
+                        switched=frozenset({"alpha"}) if switched else frozenset())  # fmt: skip
+    m, after = move(c, budget=budget, remaining_s=remaining, jitter=jitter,
+                    provider_excluded=excluded)  # fmt: skip
     assert after.same_route_left <= budget.same_route_left
+    assert not (isinstance(m, SwitchProvider) and (switched or not excluded))
     if isinstance(m, RetrySame):
         deadline = Deadline(at=100.0 + remaining, allowances=Allowances())
         assert deadline.may_start(100.0, wait_s=m.wait_s)
         assert m.wait_s <= max(CONFIG.backoff_cap_s, retry_after or 0.0)
+
+
+def test_r13_a_failure_of_an_excluded_provider_retries_the_route_without_it_once() -> None:
+    """When the provider that served a failure is excluded for the next attempts, the route
+    is tried again without it, once per route; a slow first token (no provider named) and a
+    client's error never switch (R13)."""
+    c = Classification(F.INVALID_RESPONSE, "stray_start")
+    m, budget = move(c, provider_excluded=True)
+    assert m == SwitchProvider("provider:invalid_response:stray_start")
+    assert budget.switched == {"alpha"}
+    m, _ = move(c, budget=budget, provider_excluded=True)
+    assert m == FallBack("invalid_response:stray_start")
+    m, _ = move(Classification(F.SLOW_FIRST_TOKEN, "slow_first_token"))
+    assert m == FallBack("slow_first_token:slow_first_token")
+    m, _ = move(Classification(F.PERMANENT, "invalid_request"), provider_excluded=True)
+    assert isinstance(m, Stop)
+
+
+def test_r8_r13_ambiguous_on_side_effect_tools_is_never_replayed() -> None:
+    """A workload whose tools have side effects never replays an ambiguous completion, even
+    under a `replay` policy (R8, R13)."""
+    from routing.classify import with_side_effects
+
+    tools = contract("tool_agent")
+    replaying = Contract.model_validate(
+        {**tools.model_dump(), "side_effect_free": True, "ambiguous_policy": "replay"}
+    )
+    assert replaying.side_effect_tools
+    c = with_side_effects(Classification(F.TRANSIENT, "read_timeout"))
+    assert c.failure_class is F.AMBIGUOUS
+    m, _ = move(c, workload_contract=replaying)
+    assert isinstance(m, Stop) and isinstance(m.error, AmbiguousCompletionError)
+    assert with_side_effects(Classification(F.TRANSIENT, "connect_error", early=True)).early
+    assert with_side_effects(Classification(F.CAPACITY, "read_timeout")).failure_class is F.CAPACITY
