@@ -1,13 +1,15 @@
-"""The request router and its OpenAI-compatible gateway (SPEC R1-R12).
+"""The request router and its OpenAI-compatible gateway (SPEC R1-R13).
 
 A small front in the manner of stamina: import from here; the modules behind
-it are one concern each (contracts, classify, moves, backoff, deadline,
-capability, acceptance, breaker, records, tools, events, metrics, report,
-upstream, attempt, router, compose, gateway).
+it are one concern each (contracts, classify, moves, backoff, deadline, budget,
+latency, providers, capability, acceptance, breaker, masking, records, tools,
+events, metrics, report, served, upstream, listing, steer, planner, attempt,
+router, compose, gateway).
 
     from routing import Router, build_router, create_app, load_catalog
 
-    router = build_router(load_settings())            # upstream, quarantine exclusions, ledger
+    router = build_router(load_settings())            # upstream, quarantine exclusions, ledger,
+                                                      # the routes' endpoints listings
     result = await router.complete(body, workload="invoice_extraction", operation_id="op-1")
     result.accepted.parsed                            # schema- and semantically-valid object
 """

@@ -141,6 +141,7 @@ async def test_o7_served_finds_the_provider_by_time_and_by_request_id(
     assert out.exit_code == 2
 
 
+@pytest.mark.slow
 async def test_o7_served_on_postgresql(fleet: FleetHandle) -> None:
     """The same request found in the scale path's database: a throwaway PostgreSQL cluster
     (`scale/postgres.py`) holding the gateway's events and the canary's ledger (O6, O7)."""
