@@ -173,13 +173,17 @@ def _stream_verdict(result: RouterResult, router: Router, req: RequestState) -> 
 
 
 def _failed_frame(
-    base: dict[str, Any], end: StreamEnd, operation_id: str, scrub: Scrubber
+    base: dict[str, Any], end: StreamEnd, req: RequestState, scrub: Scrubber
 ) -> bytes:
     """The in-band error chunk that ends a stream which failed after it started."""
     err = {
         "code": 502,
         "message": upstream_text(f"the reply failed after it started: {end.reason}", scrub),
-        "metadata": {"error_type": end.failure, "operation_id": operation_id},
+        "metadata": {
+            "error_type": end.failure,
+            "operation_id": req.operation_id,
+            "request_id": req.request_id,
+        },
     }
     return _chunk(base, {"content": ""}, "error", error=err)
 
@@ -230,7 +234,7 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
                 yield frame
             end = StreamEnd.accepted()
         else:
-            yield _failed_frame(base, end, result.operation_id, router.upstream.scrub)
+            yield _failed_frame(base, end, req, router.upstream.scrub)
         finished = True
     finally:
         if not finished and end is None:  # the client went away mid-stream
