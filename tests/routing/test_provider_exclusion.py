@@ -120,3 +120,39 @@ async def test_r13_without_a_listing_nothing_is_excluded(fleet: FleetHandle) -> 
     await result.close()
     assert [a.route_id for a in result.attempts] == ["alpha", "beta"]
     assert result.attempts[0].provider == "AlphaA" and result.attempts[0].provider_tag is None
+
+
+async def test_r9_r13_an_open_provider_circuit_is_probed_again_and_closes(
+    fleet: FleetHandle,
+) -> None:
+    """After its open time, the provider's circuit lets one request reach it again (a
+    half-open probe); the provider, fixed meanwhile, answers and its circuit closes (R9, R13)."""
+    import asyncio
+
+    fleet.load(_three_providers({"alpha-a": STRAY}))
+    board = BreakerBoard(BreakerConfig(consecutive_failures=1, open_for_s=0.3))
+    router = make_router(fleet.base_url, fleet.key, breakers=board, listed=True,
+                         catalog=routing_catalog(chat={"route_groups": ["text"]}))  # fmt: skip
+    assert router.listings is not None
+    await router.listings.refresh(["acme/alpha", "acme/beta"])
+    key = provider_key("alpha", "AlphaA")
+
+    async def one() -> list[str]:
+        result = await router.stream(chat_body(), workload="chat")
+        assert result.rest is not None and result.finish is not None
+        _ = [p async for p in result.rest]
+        await result.close()
+        from routing.outcomes import StreamEnd
+
+        await result.finish(StreamEnd.accepted())
+        return [a.provider or "" for a in result.attempts]
+
+    assert await one() == ["AlphaA", "AlphaB"]
+    assert board.status(key, time.monotonic(), "chat") is CircuitStatus.OPEN
+    assert await one() == ["AlphaB"]  # open: left out from the start
+    fleet.load(_three_providers({}))  # AlphaA fixed
+    await asyncio.sleep(0.35)
+    fleet.clear_requests()
+    assert await one() == ["AlphaA"]  # the half-open probe reached it
+    assert [_ignored(r) for r in fleet.requests()] == [[]]
+    assert board.status(key, time.monotonic(), "chat") is CircuitStatus.CLOSED

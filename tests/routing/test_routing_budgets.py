@@ -176,3 +176,24 @@ async def test_r13_the_seed_incidents_split_for_an_8_s_deadline(fleet: FleetHand
     assert 4400 < cold.budget_ms <= 4500
     assert warm.kept_ms == 3200.0 and warm.budget_ms is not None and warm.budget_ms < 4500
     await upstream.aclose()
+
+
+async def test_r13_a_tool_call_is_a_first_token(hostile: Hostile) -> None:
+    """A reply of tool calls only has no content: its first tool-call delta meets the
+    first-token budget (a tool call at 0.6 s, the end at 1.2 s, a 1 s first-token cut) (R13)."""
+    call = {"index": 0, "id": "call_1", "type": "function",
+            "function": {"name": "lookup_order", "arguments": '{"order_id": "A-1"}'}}  # fmt: skip
+    tool_delta = {**chunk(""), "choices": [{"index": 0, "delta": {"tool_calls": [call]},
+                                            "finish_reason": None}]}  # fmt: skip
+    end = {**chunk(""), "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+    hostile.handler = lambda req: sse_reply(  # type: ignore[assignment]
+        [data_line(tool_delta), data_line(end) + b"data: [DONE]\n\n"], pause_s=0.6
+    )
+    router = Router(
+        routing_catalog(), Upstream(hostile.base_url, None), ignore_source=static_source(),
+        allowances=Allowances(),
+    )  # fmt: skip
+    result = await router.complete(TOOLS, workload="tool_agent")
+    [only] = result.attempts
+    assert only.ttft_budget_ms == 1000.0 and only.validation == "accepted"
+    assert [c.name for c in result.completion.tool_calls] == ["lookup_order"]
