@@ -37,6 +37,7 @@ from typing import Any
 import pandas as pd
 
 from probes.evidence import evidence_text
+from quarantine.budget import rounds_after, rounds_per_day
 
 VERDICT_CODES = {"clean": 0, "frozen": 1, "failed": 2, "unjudged": 3}
 CONTRACTS = ("latency", "refusal", "structured", "language", "start")
@@ -358,8 +359,6 @@ def day_bill(
 ) -> dict[str, Any]:
     """Spent on the UTC day of `now` and the forecast for that day at the schedule `cron`:
     the last round's cost for each round still to come (C13)."""
-    from quarantine.budget import rounds_after, rounds_per_day
-
     day = utc(now).date()
     if rounds.empty:
         today, last = rounds, 0.0

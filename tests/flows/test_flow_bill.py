@@ -122,6 +122,24 @@ async def test_c13_a_seed_round_costs_the_fleets_prices_times_the_tokens_it_serv
         f"{total['completion_tokens']} completion tokens, ${total['estimated_usd']:.4f} "
         f"estimated); per model and day at 48 rounds: ${day:.2f}"
     )
+    await _print_levels(model, at)
+
+
+async def _print_levels(model: str, at: datetime) -> None:
+    """The estimated day at each degrade level, from the state's tokens per request and the
+    listing's prices (what the budget compares with)."""
+    settings, state = load_settings(), await aload_state(model)
+    plan = plan_round(model, at, await tasks.discover_endpoints.fn(model),
+                      locales=settings.locales, controls=settings.control_providers)  # fmt: skip
+    probe, minimum = settings.probe, settings.budget.min_start_samples
+    levels = {
+        f"{s} start samples": round_usd(plan.targets, state.bill, probe, s)
+        for s in range(probe.start_samples, minimum - 1, -1)
+    }
+    rotation = rotation_plan(plan.targets, plan.controls, 0, {}, minimum, probe)
+    levels["rotated"] = round_usd(plan.targets, state.bill, probe, minimum, rotation)
+    print("estimated per model and day (48 rounds): " + ", ".join(
+        f"{name} ${usd * 48:.2f}" for name, usd in levels.items()))  # fmt: skip
 
 
 @pytest.mark.slow
