@@ -29,6 +29,7 @@ from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_even
 from flows.peer_step import finding_lines
 from flows.render import endpoint_lines
 from flows.round_artifacts import best_effort, publish_round_artifacts
+from quarantine.budget import BudgetLevel
 
 
 class RoundSummary(BaseModel):
@@ -72,7 +73,7 @@ async def publish(
             emit_weak_probe_event(plan.model, plan.round_id, passed, judged.control_verdict.reason)
         lines.insert(0, f"weak refusal probe: control(s) {', '.join(passed)} passed")
     lines += _evidence_and_budget_alerts(applied, logger)
-    if judged.budget is not None and judged.budget.level.value == "frozen":
+    if judged.budget is not None and judged.budget.level is BudgetLevel.FROZEN:
         warnings.append(f"round frozen (budget): {judged.budget.reason}")
     subject = f"provider-canary: {plan.model} ({plan.round_id})"
     notified = await _notify(notification_block, subject, lines, logger)
