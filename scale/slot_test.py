@@ -92,9 +92,9 @@ def model_name(i: int) -> str:
 def healthy_counts(spec: str, models: int) -> list[int]:
     """Healthy endpoints of each model: `N` for every model, or `A-B` for A, A+1, ..., B,
     A, ... in turn (the spread of providers per model of a catalogue)."""
-    low, _, high = spec.partition("-")
+    low, dash, high = spec.partition("-")
     try:
-        a, b = int(low), int(high or low)
+        a, b = int(low), int(high if dash else low)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--endpoints takes N or A-B, got {spec!r}") from None
     if not 1 <= a <= b:
