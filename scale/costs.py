@@ -90,14 +90,17 @@ class Writes:
     rows: int = 0  # inserted + updated + deleted (PostgreSQL), rows present (SQLite)
     by_table: dict[str, int] = field(default_factory=dict)
     size_bytes: int = 0  # the whole database (pg_database_size; the SQLite file and its WAL)
+    table_bytes: dict[str, int] = field(default_factory=dict)  # pg_total_relation_size
 
     def __sub__(self, other: Writes) -> Writes:
         tables = set(self.by_table) | set(other.by_table)
+        sized = set(self.table_bytes) | set(other.table_bytes)
         return Writes(
             self.transactions - other.transactions,
             self.rows - other.rows,
             {t: self.by_table.get(t, 0) - other.by_table.get(t, 0) for t in tables},
             self.size_bytes - other.size_bytes,
+            {t: self.table_bytes.get(t, 0) - other.table_bytes.get(t, 0) for t in sized},
         )
 
     def top(self, n: int = 5) -> list[tuple[str, int]]:
@@ -131,11 +134,15 @@ def database_writes(url: str) -> Writes:
                 )
             ).one()
             per = conn.execute(
-                text("SELECT relname, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables")
+                text(
+                    "SELECT relname, n_tup_ins + n_tup_upd + n_tup_del, "
+                    "pg_total_relation_size(relid) FROM pg_stat_user_tables"
+                )
             ).all()
             size = conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one()
         by_table = {str(r[0]): int(r[1]) for r in per}
-        return Writes(int(xact), int(ins + upd + dele), by_table, int(size))
+        sizes = {str(r[0]): int(r[2]) for r in per}
+        return Writes(int(xact), int(ins + upd + dele), by_table, int(size), sizes)
     finally:
         engine.dispose()
 

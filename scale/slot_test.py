@@ -609,6 +609,7 @@ def summarise_costs(costs: Costs, healthy: list[int]) -> dict[str, Any]:
         "background_rows_by_table_per_s": dict(sorted(background.items(), key=lambda x: -x[1])[:4]),
         "prefect_rows_by_table": dict(sorted(by_table.items(), key=lambda x: -x[1])[:8]),
         "prefect_bytes": w_slot.size_bytes,
+        "prefect_table_bytes": dict(sorted(w_slot.table_bytes.items(), key=lambda x: -x[1])[:6]),
         "ledger_rows": grown.rows,
         "ledger_bytes": grown.total_bytes,
         "ledger_table_bytes": grown.table_bytes,
@@ -633,7 +634,9 @@ def report_costs(c: dict[str, Any]) -> None:
         f"{t} {n:.1f}/s" for t, n in c["background_rows_by_table_per_s"].items()
     ) + f" ({c['background_rows_per_s']:.1f} rows/s in all)")  # fmt: skip
     print(f"  {'Prefect database: bytes / round':<42}{c['prefect_bytes'] / rounds:9.0f} "
-          "(pg_database_size, the whole database)")  # fmt: skip
+          "(pg_database_size, the whole database; by table, pg_total_relation_size: "
+          + ", ".join(f"{t} {n / rounds:.0f}" for t, n in c["prefect_table_bytes"].items())
+          + ")")  # fmt: skip
     rows = c["ledger_rows"]
     print(f"  {'ledger: rows / round':<42}{sum(rows.values()) / rounds:9.1f} "
           f"({', '.join(f'{t} {n / rounds:.1f}' for t, n in rows.items() if n)})")  # fmt: skip
