@@ -58,9 +58,10 @@ def probe_requests_per_endpoint_round(confirmation_rate: float) -> tuple[float, 
     return n_with + probe.confirmations * confirmation_rate, n_with, n_without
 
 
-def price_per_request() -> tuple[float, float, float, float]:
+def price_per_request() -> tuple[float, float, float, float, float]:
     """(USD per probe request, prompt tokens, completion tokens, median USD per completion
-    token) from the seed-incidents listing and the probe prompts (module docstring)."""
+    token, per prompt token) from the seed-incidents listing and the probe prompts (module
+    docstring)."""
     from fleet.request import parse_request, prompt_tokens
     from fleet.scenario import load_scenario
     from ground.settings import load_settings
@@ -77,7 +78,8 @@ def price_per_request() -> tuple[float, float, float, float]:
     ]
     prompt = statistics.fmean(tokens)
     completion = float(load_settings().probe.max_tokens)
-    return prompt * prompt_usd + completion * completion_usd, prompt, completion, completion_usd
+    usd = prompt * prompt_usd + completion * completion_usd
+    return usd, prompt, completion, completion_usd, prompt_usd
 
 
 def model(
@@ -122,12 +124,13 @@ def model(
 
 def _print(shapes: list[dict[str, Any]], args: argparse.Namespace) -> None:
     requests, n_with, n_without = probe_requests_per_endpoint_round(args.confirmation_rate)
-    usd, prompt, completion, completion_usd = price_per_request()
+    usd, prompt, completion, completion_usd, prompt_usd = price_per_request()
     print(f"inputs: {', '.join(f'{s["shape"]} (load {s["load_average"]})' for s in shapes)}")
     print(f"probe requests per endpoint-round: {n_with} with structured output, {n_without} "
           f"without, + confirmations x {args.confirmation_rate:g} = {requests:.2f} (upper)")  # fmt: skip
-    print(f"price per probe request: ${usd:.6f} ({prompt:.0f} prompt + {completion:.0f} "
-          f"completion tokens, median ${completion_usd * 1e6:.2f}/M completion)")  # fmt: skip
+    print(f"price per probe request: ${usd:.6f} ({prompt:.0f} prompt tokens at the median "
+          f"${prompt_usd * 1e6:.2f}/M + {completion:.0f} completion tokens at the median "
+          f"${completion_usd * 1e6:.2f}/M of the seed-incidents listing)")  # fmt: skip
     rows = {p: model(shapes, args, p) for p in args.providers}
     wall = args.round_wall_s or statistics.fmean(s["one_round_wall_s"] for s in shapes)
     print(f"\n{args.models} models, a round each every {args.slot_min:g} min, the slot "

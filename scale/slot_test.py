@@ -20,7 +20,8 @@ memory is bounded by it, not by the number of models.
 
 Then it fires one slot: each round deployment's next run that Prefect's scheduler created
 (cron */30, UTC) is moved to now, so the N rounds start together as at :00/:30, and waits for
-them. Afterwards it runs one model's round alone through the same deployment and workers
+them (the pool's queue is paused until then, so a :00 or :30 that passes during the set-up
+starts nothing by itself). Afterwards it runs one model's round alone through the same deployment and workers
 (the next logical slot) as the yardstick. It checks:
   - every round of the slot ended Completed, once per model (no other run of it started);
   - no lost state write: each model's quarantine block is at revision 1 (2 for the model that
@@ -392,6 +393,8 @@ async def slot(models: list[str], timeout_s: float, costs: Costs) -> dict[str, A
             await asyncio.sleep(1)
         slot_times = {r.expected_start_time for r in firsts.values()}
         await costs.idle()
+        queue = await client.read_work_queue_by_name("default", work_pool_name=POOL)
+        await client.update_work_queue(queue.id, is_paused=False)
         fired = time.time()
         now = datetime.now(UTC)
         for r in firsts.values():  # the slot, now: each model's next scheduled run
@@ -778,6 +781,9 @@ def _deploy_and_start_workers(canary_env: dict[str, str], args: argparse.Namespa
             canary_env, "work-pool create")  # fmt: skip
         run([py, "-m", "prefect", "work-pool", "set-concurrency-limit", POOL,
              str(args.concurrency)], canary_env, "work-pool set-concurrency-limit")  # fmt: skip
+        # held until the slot is fired, so a :00/:30 passing during the set-up starts nothing
+        run([py, "-m", "prefect", "work-queue", "pause", "default", "--pool", POOL],
+            canary_env, "work-queue pause")  # fmt: skip
         run([py, "-m", "prefect", "--no-prompt", "deploy", "--all", "--prefect-file",
              str(tmp / "prefect.yaml")], canary_env, "prefect deploy", timeout_s=900)  # fmt: skip
     worker_env = {**canary_env, "PREFECT_WORKER_QUERY_SECONDS": "2"}
