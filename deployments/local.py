@@ -2,8 +2,10 @@
 process without a work pool (O2, O6). One scheduled round deployment per
 configured model (cron every 30 min, UTC, one run per model at a time:
 `concurrency_limit=1` with `CANCEL_NEW`), plus unscheduled triage and admin
-deployments so analysts can start them from the Prefect UI, and a daily health report per
-model (`flows/report.py`: the HTML page with plots and a summary artifact linking it)."""
+deployments so analysts can start them from the Prefect UI, a daily health report per
+model (`flows/report.py`: the HTML page with plots and a summary artifact linking it), and
+one daily prune of the ledger (`flows/retention.py`: rows older than
+CANARY_LEDGER__RETENTION_DAYS)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ ONE_AT_A_TIME = ConcurrencyLimitConfig(
 
 REPORT_CRON = "0 6 * * *"  # daily, 06:00 UTC
 REPORT_DAYS = 7
+PRUNE_CRON = "30 5 * * *"  # daily, 05:30 UTC, before the reports
 
 
 def round_deployment_name(model: str) -> str:
@@ -71,6 +74,18 @@ def deployment_specs(settings: Settings) -> list[dict[str, Any]]:
             "description": "Re-probe one endpoint now with full transcripts (O5).",
         },
     ]
+    specs.append(
+        {
+            "name": "ledger-prune",
+            "flow": "prune_ledger",
+            "entrypoint": "flows/retention.py:prune_ledger",
+            "cron": PRUNE_CRON,
+            "parameters": {},
+            "tags": ["provider-canary", "admin", "retention"],
+            "concurrency_limit": 1,
+            "description": "Daily: delete the ledger's rows older than the retention (O9).",
+        }
+    )
     admin = [(f, "admin") for f in ("lift_suspension", "add_exclusion", "remove_exclusion")]
     admin += [(f, "maintenance") for f in ("reset_clock", "release_lock")]
     for flow_name, module in admin:
@@ -95,6 +110,7 @@ def build_deployments(settings: Settings) -> list[Any]:
     from flows.canary_round import canary_round
     from flows.maintenance import release_lock, reset_clock
     from flows.report import daily_report
+    from flows.retention import prune_ledger
     from flows.triage import triage
 
     flows: dict[str, Any] = {
@@ -106,6 +122,7 @@ def build_deployments(settings: Settings) -> list[Any]:
         "remove_exclusion": remove_exclusion,
         "reset_clock": reset_clock,
         "release_lock": release_lock,
+        "prune_ledger": prune_ledger,
     }
     deployments = []
     for spec in deployment_specs(settings):

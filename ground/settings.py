@@ -18,6 +18,7 @@ module restates one: `tests/ground/test_defaults.py`):
     allowances  `Allowances` (routing/deadline.py)            CANARY_ALLOWANCES__CONNECT_S=0.2 ...
     gateway     `GatewayConfig` (routing/gateway.py, serving) CANARY_GATEWAY__MAX_BODY_BYTES=2000000 ...
     budget      `BudgetConfig` (quarantine/budget.py, C13)   CANARY_DAILY_BUDGET_USD=5 ...
+    ledger      `LedgerConfig` (retention, flows/retention.py) CANARY_LEDGER__RETENTION_DAYS=30 ...
 
 Nested values are set with a double underscore (or as JSON: CANARY_POLICY='{"floor": 3}').
 Names of earlier versions (CANARY_CAPACITY_FLOOR, CANARY_START_SAMPLES, CANARY_ROUTING_...,
@@ -380,6 +381,24 @@ class _DailyBudgetAlias(PydanticBaseSettingsSource):
         return {}
 
 
+class LedgerConfig(BaseModel):
+    """How long the ledger keeps its rows (O9; `quarantine/adapters/retention.py`): the
+    object `flows.retention.prune_ledger` and `canary ledger prune` take whole."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="O9: ledger rows older than this are pruned (the daily `ledger-prune` "
+        "deployment, `canary ledger prune`). 30 covers the daily report's window (7 days) "
+        "with the 14 days of decisions it reads before it, and a month of history.",
+    )
+    prune_batch_rows: int = Field(
+        default=5000, ge=1, description="Rows a prune deletes per transaction (per table)."
+    )
+
+
 # Names of earlier versions -> the name that replaced them (refused, never ignored).
 RENAMED = {
     "CANARY_CAPACITY_FLOOR": "CANARY_POLICY__FLOOR",
@@ -483,6 +502,7 @@ class Settings(BaseSettings):
         default=None,
         description="SQLAlchemy URL of the ledger; default sqlite:///<home>/ledger.db.",
     )
+    ledger: LedgerConfig = Field(default_factory=LedgerConfig)
 
     # ---- flows/ ------------------------------------------------------------
     round_lock_wait_s: float = Field(

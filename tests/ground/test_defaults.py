@@ -17,6 +17,7 @@ from ground.settings import (
     BreakerConfig,
     BudgetConfig,
     GatewayConfig,
+    LedgerConfig,
     PolicyConfig,
     ProbeConfig,
     RoutingConfig,
@@ -33,6 +34,7 @@ CONFIGS: dict[str, type[BaseModel]] = {
     "allowances": Allowances,
     "gateway": GatewayConfig,
     "budget": BudgetConfig,
+    "ledger": LedgerConfig,
 }
 # the fleet is a world of its own: its knobs are its scenario's, not the canary's
 APART = {"fleet"}
