@@ -16,6 +16,7 @@ from ground.settings import (
     Allowances,
     BreakerConfig,
     GatewayConfig,
+    PassiveConfig,
     PolicyConfig,
     ProbeConfig,
     RoutingConfig,
@@ -31,6 +32,7 @@ CONFIGS: dict[str, type[BaseModel]] = {
     "breaker": BreakerConfig,
     "allowances": Allowances,
     "gateway": GatewayConfig,
+    "passive": PassiveConfig,
 }
 # the fleet is a world of its own: its knobs are its scenario's, not the canary's
 APART = {"fleet"}
