@@ -28,7 +28,9 @@ providers share is the model's, and a test that cannot be significant decides no
 A provider is suspect from that verdict until the evidence ages out of the window (`window_s`).
 
 Cost: an accepted reply adds to two counters of the current bucket; the test runs only when a
-failure puts its provider above the bar. Bounds: `BUCKETS` buckets per (model, provider), at
+failure puts its provider above the bar: first the provider's own Fisher test (the other
+providers' tests cost more, and run only when it passes), and a provider found suspect is
+judged again for that reason once a bucket later, not at each failure. Bounds: `BUCKETS` buckets per (model, provider), at
 most `MAX_PROVIDERS` providers per model (a provider name comes from the upstream's reply),
 `TTFT_KEEP` first-token times per bucket.
 """
@@ -42,6 +44,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ground.settings import PassiveConfig, ProbeConfig
+from probes.exact import bonferroni, fisher_greater
 from probes.peers import Observation, PeerDecision, Rate, compare_rates
 from probes.types import Contract
 from routing.classify import Classification
@@ -241,9 +244,17 @@ class PassiveBook:
         return rate.n >= self.config.min_requests and rate.share >= self.probe.peer_min_effect
 
     def _judge(self, model: str, key: str, reason: Reason, now: float) -> Suspicion | None:
-        """The provider `key` against the pooled others of `model` for `reason`."""
+        """The provider `key` against the pooled others of `model` for `reason`: its own test
+        first (one Fisher test, a necessary condition of `outlier`), then the canary's whole
+        comparison decides. A provider found suspect is judged again for that reason once a
+        bucket later, not at every failure while its suspicion stands."""
+        last = self._suspects.get((model, key, reason))
+        if last is not None and now - last.at < self.bucket_s:
+            return None
         index = self._index(now)
         totals = {k: w.figures(index) for k, w in self._windows[model].items()}
+        if not self._may_be_outlier(totals, key, reason):
+            return None
         observations = {
             k: Observation(rate=f.rate(reason), above_bar=self._above_bar(f, reason))
             for k, f in totals.items()
@@ -262,6 +273,15 @@ class PassiveBook:
         suspicion = Suspicion(model, name, reason, v.host, v.peers, v.p_adjusted, v.effect, now)
         self._suspects[(model, key, reason)] = suspicion
         return suspicion
+
+    def _may_be_outlier(self, totals: Mapping[str, Figures], key: str, reason: Reason) -> bool:
+        """The host's own corrected p and effect against its pooled peers, as in
+        `compare_rates` (the peers' own tests, costlier, run only when this passes)."""
+        host = totals[key].rate(reason)
+        peers = sum((f.rate(reason) for k, f in totals.items() if k != key), Rate())
+        m = sum(1 for f in totals.values() if f.replies)
+        p = bonferroni(fisher_greater(host.k, host.n, peers.k, peers.n), m)
+        return p <= self.probe.peer_alpha and host.share - peers.share >= self.probe.peer_min_effect
 
     def figures(self, model: str, now: float) -> dict[str, Figures]:
         """Each provider of `model` over the window, by the name its replies give."""
