@@ -242,3 +242,15 @@ def test_o8_r13_the_router_adds_an_ejection_only_above_the_request_floor() -> No
     assert ignore == ["p1/fp8", "p2/fp8"]  # two left: the floor keeps P0 reachable
     ignore, _ = steering.ignore_for(route, "chat", [], [], 1.0 + CONFIG.eject_base_s)
     assert ignore == []  # ended by itself
+
+
+def test_o8_each_reason_names_the_canary_contract_that_confirms_it() -> None:
+    """A triage of a suspect runs the contract of its reason (start, structured, tools when
+    this canary has it), or every contract when it has none of that name."""
+    from probes.types import Contract
+
+    known = {c.value for c in Contract}
+    assert Reason.START.contracts == ["start"] and Reason.SCHEMA.contracts == ["structured"]
+    assert Reason.TRUNCATION.contracts == Reason.EMPTY.contracts == ["start"]
+    assert Reason.TOOL_CALL.contracts == (["tools"] if "tools" in known else [])
+    assert all(set(r.contracts) <= known for r in Reason)
