@@ -254,3 +254,25 @@ def test_o8_each_reason_names_the_canary_contract_that_confirms_it() -> None:
     assert Reason.TRUNCATION.contracts == Reason.EMPTY.contracts == ["start"]
     assert Reason.TOOL_CALL.contracts == (["tools"] if "tools" in known else [])
     assert all(set(r.contracts) <= known for r in Reason)
+
+
+def test_o8_a_client_shaped_request_counts_for_nobody_in_the_gateway() -> None:
+    """The router's shell: an attempt whose client set output-shaping parameters leaves no
+    evidence (its record's `passive` is None, the window unchanged); a plain one counts."""
+    from routing.attempt import AttemptResult
+    from routing.metrics import RouterMetrics
+    from routing.passive_watch import PassiveWatch
+
+    route = parse_routes(
+        {"version": 1, "routes": [{"id": "alpha", "model": MODEL, "context_length": 8192}],
+         "groups": {"text": ["alpha"]}}
+    ).routes[0]  # fmt: skip
+    watch = PassiveWatch(CONFIG, ProbeConfig(), floor=2, listings=None, sink=None,
+                         metrics=RouterMetrics(), clock=lambda: 5.0)  # fmt: skip
+    shaped = AttemptResult(route=route, started=0.0, completion=_reply(",*She"),
+                           classification=_rejected("stray_start"), client_params=("stop",))  # fmt: skip
+    watch.observe(shaped, cancelled=False)
+    assert shaped.passive is None and watch.book.figures(MODEL, 5.0) == {}
+    plain = AttemptResult(route=route, started=0.0, completion=_reply())
+    watch.observe(plain, cancelled=False)
+    assert plain.passive == OK and watch.book.figures(MODEL, 5.0)["P"].replies == 1
