@@ -12,7 +12,7 @@ What it starts (127.0.0.1, all stopped at the end, whatever happened), unless gi
   4. `canary gateway serve` (the quarantine's provider.ignore and the suspect event through
      the same Prefect API, events into the same ledger as the canary's).
 
-Then a load generator sends streaming chat through the gateway (`--concurrency` at a time):
+Then a load generator sends streaming chat through the gateway (`--clients` at a time):
 a clean warm-up, then the fleet is switched at runtime (`/_fleet/scenario`: RNGs and
 counters start again, the defect by rate) so one provider corrupts `--rate` of its starts.
 It measures the time (and requests) from the switch to the gateway's ejection (/metrics),
@@ -146,12 +146,12 @@ async def _one(http: httpx.AsyncClient) -> None:
 
 
 class Load:
-    """A load generator: `concurrency` workers sending streaming chat until stopped."""
+    """A load generator: `clients` workers sending streaming chat until stopped."""
 
-    def __init__(self, http: httpx.AsyncClient, concurrency: int) -> None:
+    def __init__(self, http: httpx.AsyncClient, clients: int) -> None:
         self.http, self.sent, self.errors = http, 0, 0
         self.stopping = asyncio.Event()
-        self.tasks = [asyncio.create_task(self._worker()) for _ in range(concurrency)]
+        self.tasks = [asyncio.create_task(self._worker()) for _ in range(clients)]
 
     async def _worker(self) -> None:
         while not self.stopping.is_set():
@@ -239,7 +239,7 @@ async def _next_round(t: Timeline) -> None:
 
 
 async def run_scenario(api_url: str, fleet: Any, home: Path, *, model: str = MODEL,
-                       providers: int = 4, rate: float = 0.3, concurrency: int = 4,
+                       providers: int = 4, rate: float = 0.3, clients: int = 4,
                        warmup: int = 60, timeout_s: float = 240.0) -> Timeline:  # fmt: skip
     """The whole path (see the module docstring) against the Prefect API at `api_url` and
     the running fleet `fleet` (a tests.fixtures.fleet.FleetHandle); a `model` other than the
@@ -257,7 +257,7 @@ async def run_scenario(api_url: str, fleet: Any, home: Path, *, model: str = MOD
         with temporary_settings(updates={PREFECT_API_URL: api_url}):
             gateway_url = await _start(procs, env, home, contracts)
             async with httpx.AsyncClient(base_url=gateway_url, timeout=60) as http:
-                load = Load(http, concurrency)
+                load = Load(http, clients)
                 while load.sent < warmup:
                     await asyncio.sleep(0.1)
                 t.warmup_requests = load.sent
@@ -307,7 +307,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--providers", type=int, default=4)
     parser.add_argument("--rate", type=float, default=0.3)
-    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--clients", type=int, default=4)
     parser.add_argument(
         "--api-url", default=None, help="a running Prefect API (else a local server)"
     )
@@ -326,7 +326,7 @@ def main() -> int:
     fleet = start_fleet()
     try:
         t = asyncio.run(run_scenario(api_url, fleet, home, providers=args.providers,
-                                     rate=args.rate, concurrency=args.concurrency))  # fmt: skip
+                                     rate=args.rate, clients=args.clients))  # fmt: skip
     finally:
         stop_fleet(fleet)
         if server is not None and server.pid is not None:
