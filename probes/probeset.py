@@ -236,21 +236,30 @@ def judge_probe_set(
     )
 
 
+async def confirmation_probes(
+    client: ProbeClient,
+    endpoint: Endpoint,
+    locale: str,
+) -> list[Transcript]:
+    """C8: the client's `confirmations` more language probes (concurrently)."""
+    messages = prompt_for(Contract.LANGUAGE, locale)
+    return list(
+        await asyncio.gather(
+            *(
+                client.probe(endpoint, Contract.LANGUAGE, messages, locale=locale)
+                for _ in range(client.config.confirmations)
+            )
+        )
+    )
+
+
 async def confirm_language(
     client: ProbeClient,
     endpoint: Endpoint,
     locale: str,
 ) -> list[Outcome]:
-    """C8: the client's `confirmations` more language probes (concurrently), each judged on
-    its own."""
-    messages = prompt_for(Contract.LANGUAGE, locale)
-    transcripts = await asyncio.gather(
-        *(
-            client.probe(endpoint, Contract.LANGUAGE, messages, locale=locale)
-            for _ in range(client.config.confirmations)
-        )
-    )
-    return [judge_language(t, locale) for t in transcripts]
+    """C8: the confirmation probes, each judged on its own."""
+    return [judge_language(t, locale) for t in await confirmation_probes(client, endpoint, locale)]
 
 
 _VOTES = (OutcomeStatus.PASS, OutcomeStatus.FAIL, OutcomeStatus.INCONCLUSIVE)

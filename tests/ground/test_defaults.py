@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from ground.settings import (
     Allowances,
     BreakerConfig,
+    BudgetConfig,
     GatewayConfig,
     PassiveConfig,
     PolicyConfig,
@@ -32,6 +33,7 @@ CONFIGS: dict[str, type[BaseModel]] = {
     "breaker": BreakerConfig,
     "allowances": Allowances,
     "gateway": GatewayConfig,
+    "budget": BudgetConfig,
     "passive": PassiveConfig,
 }
 # the fleet is a world of its own: its knobs are its scenario's, not the canary's
