@@ -11,7 +11,9 @@ On a suspicion: the ejection decision; a `SuspectRecord` to the ledger the gatew
 writes (every ejection; a held or observed suspicion at most once per `event_every_s` per
 provider), which `canary status` and the next round read; the metrics; and the announcement
 (the Prefect event `canary.gateway.provider.suspect`, `routing/suspect_events.py`), at most
-once per `event_every_s` per provider. Each attempt's own verdict goes on its record
+once per `event_every_s` per provider, and only for a provider the listing names by its
+endpoint tag (a triage needs one; the record says `held_unlisted` otherwise). Each attempt's
+own verdict goes on its record
 (`passive`), so the ledger holds the same figures as the window.
 
 /metrics, besides the router's counters (routing/metrics.py), per (model, provider):
@@ -112,7 +114,7 @@ class PassiveWatch:
             isinstance(decision, Ejection) or self._due(s, decision.value, now)
         ):
             self.sink.emit(record)
-        if self.announce is not None and self._due(s, "announced", now):
+        if self.announce is not None and tags and self._due(s, "announced", now):
             reasons = [x.reason.value for x in self.book.suspects(s.model, now).get(s.provider, [])]
             self.announce(record, reasons)
 

@@ -120,6 +120,7 @@ class Timeline:
     triage: dict[str, Any] = field(default_factory=dict)
     round_state: str | None = None
     round_production: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the gateway showed when it timed out
 
     def lines(self) -> list[str]:
         def s(x: float | None) -> str:
@@ -133,6 +134,7 @@ class Timeline:
             f"triage parameters         {self.triage.get('parameters')}",
             f"next round                {self.round_state}; production lines:",
             *(f"  {line}" for line in self.round_production),
+            *self.notes,
         ]
 
 
@@ -191,11 +193,13 @@ async def _watch(t: Timeline, http: httpx.AsyncClient, load: Load, t0: float, si
                  timeout_s: float) -> None:  # fmt: skip
     """Poll the gateway's /metrics and the Prefect API until the triage run has ended."""
     bad_name = "".join(p.title() for p in BAD.split("/")[0].split("-"))
-    run = None
+    run, metrics = None, ""
     while time.monotonic() - t0 < timeout_s:
         await asyncio.sleep(0.25)
         now = time.monotonic() - t0
-        if t.ejected_s is None and ejected_in((await http.get("/metrics")).text, t.model, bad_name):
+        if t.ejected_s is None:
+            metrics = (await http.get("/metrics")).text
+        if t.ejected_s is None and ejected_in(metrics, t.model, bad_name):
             t.ejected_s, t.eject_requests = now, load.sent - t.warmup_requests
         if t.ejected_s is None:
             continue
@@ -212,6 +216,10 @@ async def _watch(t: Timeline, http: httpx.AsyncClient, load: Load, t0: float, si
             t.triage = {"parameters": run.parameters, "id": str(run.id),
                         "created_by": run.created_by.display_value if run.created_by else None}  # fmt: skip
             return
+    t.notes = [f"timed out after {timeout_s:.0f} s; {load.sent} requests, {load.errors} errors"]
+    t.notes += [
+        line for line in metrics.splitlines() if bad_name in line and "_created" not in line
+    ]
 
 
 async def _next_round(t: Timeline) -> None:
