@@ -10,6 +10,8 @@ table is pruned by its own time column:
     quarantine_decisions      at          the decision's time
     routing_requests          at          when the request arrived
     routing_attempts          at          when the attempt started
+    routing_suspects          at          when the gateway found a provider suspect (O8)
+    quarantine_rounds, _costs at          the round's bill (C13)
     routing_tool_executions   updated_at  only rows `completed` or `failed`
 
 Tool executions: the row of an execution key is what makes a retried operation return the
@@ -84,6 +86,7 @@ RULES: tuple[RetentionRule, ...] = (
     RetentionRule("quarantine_costs", "at"),  # the bill per endpoint and round
     RetentionRule("routing_requests", "at"),
     RetentionRule("routing_attempts", "at"),
+    RetentionRule("routing_suspects", "at"),  # the gateway's suspects and ejections (O8)
     RetentionRule(
         "routing_tool_executions", "updated_at", key="execution_key", states=("completed", "failed")
     ),

@@ -69,7 +69,7 @@ def test_o9_ledger_prune_is_an_audited_flow_run(ledger_url: str) -> None:
     code, out = _run("--older-than", "30d", "--author", "ops-test", "--reason", "monthly")
     assert code == 0, out
     result = json.loads(out)
-    assert result["deleted"] == OLD and result["total"] == 16 and result["by"] == "ops-test"
+    assert result["deleted"] == OLD and result["total"] == 17 and result["by"] == "ops-test"
     [run] = asyncio.run(_runs("prune ledger (ops-test)"))
     assert run.state_type.value == "COMPLETED"
     assert run.parameters["older_than_days"] == 30
@@ -107,7 +107,7 @@ def test_ledger_prune_bad_input_exits_2_and_an_unreachable_ledger_1(
     code, out = _run("--older-than", "30m")
     assert code == 2 and "m is minutes" in out and len(out.strip().splitlines()) == 1, out
     code, out = _run("--older-than", "30m", "--force", "--dry-run")
-    assert code == 0 and json.loads(out)["total"] == 32, out
+    assert code == 0 and json.loads(out)["total"] == 34, out
     code, out = _run("--older-than", "soon")
     assert code == 2 and "30d" in out, out
     code, out = _run("--reason", " ")

@@ -18,6 +18,7 @@ from ground.settings import (
     BudgetConfig,
     GatewayConfig,
     LedgerConfig,
+    PassiveConfig,
     PolicyConfig,
     ProbeConfig,
     RoutingConfig,
@@ -35,6 +36,7 @@ CONFIGS: dict[str, type[BaseModel]] = {
     "gateway": GatewayConfig,
     "budget": BudgetConfig,
     "ledger": LedgerConfig,
+    "passive": PassiveConfig,
 }
 # the fleet is a world of its own: its knobs are its scenario's, not the canary's
 APART = {"fleet"}

@@ -67,7 +67,7 @@ def _check_prune(url: str) -> None:
     assert dry.dry_run and dry.counts == prunable(old)
     assert _counts(url) == before  # a dry run deletes nothing
     result = prune(url, cutoff_for(NOW, WINDOW), now=NOW, batch_rows=2, actor="ops", reason="test")
-    assert result.counts == dry.counts and result.total == 16
+    assert result.counts == dry.counts and result.total == 17
     assert _counts(url) == {t: before[t] - dry.counts[t] for t in LEDGER_TABLE_NAMES}
     engine = create_engine(url)
     with engine.connect() as conn:
