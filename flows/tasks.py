@@ -87,7 +87,7 @@ async def pinned_probes(
         locale = locales[endpoint.tag]
         async with gate:
             result = await probe_set(endpoint, locale, start_locale)
-        outcomes = list(result.outcomes.values())
+        outcomes = result.all_outcomes
         logger.info("probed %s [%s]: %s", endpoint.tag, locale, brief(outcomes))
         if not language_failures({endpoint.tag: outcomes}):
             return Chain(endpoint.tag, result, [])
