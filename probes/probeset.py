@@ -128,7 +128,12 @@ def with_anomalous_heads(start: Outcome, replies: Sequence[Outcome]) -> Outcome:
     if not bad:
         return start
     heads = [
-        {"head": o.evidence.get("head", ""), "reason": o.reason, "kind": o.evidence.get("kind")}
+        {
+            "head": o.evidence.get("head", ""),
+            "reason": o.reason,
+            "kind": o.evidence.get("kind"),
+            **{k: o.evidence[k] for k in ("marker", "leak") if o.evidence.get(k)},
+        }
         for o in bad
     ]
     return start.model_copy(update={"evidence": {**start.evidence, "anomalous_replies": heads}})

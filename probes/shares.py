@@ -25,7 +25,7 @@ FAILED_KEPT = 6  # failing replies described in the evidence
 _KEPT_FIELDS = (
     "probe", "function", "expected", "marker", "problem", "path", "validator", "message",
     "error", "arguments", "finish_reason", "problems", "what", "head", "kind", "ttft_s",
-    "spread_s", "chars", "served_model", "requested",
+    "spread_s", "chars", "served_model", "requested", "request_id",
 )  # fmt: skip
 _JUDGED = (OutcomeStatus.PASS, OutcomeStatus.FAIL)
 

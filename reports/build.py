@@ -225,7 +225,9 @@ def render_html(report: Report, pngs: dict[str, str]) -> str:
         ]
         if name == "failure_rates":
             failing = report.rates[report.rates["failed"] > 0]
-            parts.append(_table(failing, ["tag", "contract", "failed", "judged", "rate"]))
+            parts.append(
+                _table(failing, ["tag", "contract", "failed", "judged", "rate", "reasons"])
+            )
         if name == "suspensions":
             parts.append(
                 _table(
