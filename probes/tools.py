@@ -117,7 +117,7 @@ _MARKUP = re.compile(
     r"|<\|tool_call\|>|<function_calls>|<invoke name=|<function=[A-Za-z_]"
     r"|<\|channel\|>commentary to=functions\.|\bto=functions\.[A-Za-z_]"
     r"|\bfunctions\.[A-Za-z_][A-Za-z0-9_]*:\d+"
-    r'|^\s*\{\s*"(?:name|function)"\s*:\s*"[A-Za-z_][A-Za-z0-9_]*"\s*,\s*"(?:arguments|parameters)"\s*:',
+    r'|\{\s*"(?:name|function)"\s*:\s*"[A-Za-z_][A-Za-z0-9_]*"\s*,\s*"(?:arguments|parameters)"\s*:',
     re.IGNORECASE,
 )
 MARKUP_SCAN_CHARS = 20_000
