@@ -80,3 +80,22 @@ def chunk_text(text: str, locale: str | None = None) -> list[str]:
 def estimate_tokens(text: str) -> int:
     """Rough token count used for usage and context limits: characters / 4."""
     return max(1, (len(text) + 3) // 4) if text else 0
+
+
+@cache
+def _tool_phrases() -> dict[str, dict[str, str]]:
+    data: dict[str, dict[str, str]] = json.loads(
+        (REPLIES_DIR / "tool_phrases.json").read_text(encoding="utf-8")
+    )
+    return data
+
+
+def tool_result_reply(locale: str, values: list[str]) -> str:
+    """A reply that quotes a tool's result values, in `locale`."""
+    phrases = _tool_phrases().get(locale) or _tool_phrases()["en"]
+    return phrases["result"].format(values=", ".join(values))
+
+
+def no_access_reply(locale: str) -> str:
+    """A reply that ignores a tool's result: it says it cannot know."""
+    return (_tool_phrases().get(locale) or _tool_phrases()["en"])["unknown"]

@@ -4,17 +4,56 @@ endpoint's scripted faults and defects with its seeded RNG.
 
 Determinism: each endpoint owns a `random.Random` seeded from the scenario
 seed, model id and tag; every request routed to it draws one 64-bit sub-seed
-from it, so the same request sequence gives the same responses."""
+from it, so the same request sequence gives the same responses.
+
+Tool calls (only on an endpoint whose `supported_parameters` include `tools`; any other
+ignores `tools` and answers as without them). The fleet works with whatever functions
+the request defines; arguments are generated valid against each function's
+`parameters` schema (`fleet/schema_gen.py`: required fields, enums, nested objects,
+arrays, `$ref`). A healthy endpoint calls a function (one call, `finish_reason:
+"tool_calls"`; non-streamed `message.tool_calls` with `content: null`) when a call is
+due, by this rule (`fleet/tools.py::turn`):
+
+- `tool_choice: "none"`: never, the reply is text;
+- `{"type": "function", "function": {"name": N}}`: always, to N;
+- `"required"`: always, to the function the last user message names, else the first;
+- `"auto"` (or absent): only when the LAST USER MESSAGE NAMES A FUNCTION: its exact name
+  as a whole identifier (`get_weather`; case-sensitive), or else the last word of a name
+  (`weather` of `get_weather` / `getWeather`; three letters at least, case-insensitive,
+  a whole word not touching a letter, digit or `_`, plural `s` allowed); the function named earliest in the text wins. A
+  message that names none is answered in text. Probe prompts in any locale can name the
+  function's identifier literally; a prompt meant to need no tool must contain neither
+  an identifier nor a name's last word.
+- A conversation ending with `tool` messages (the results after the assistant's call)
+  is answered in text quoting every scalar value of the results (a JSON result: its
+  strings, numbers and booleans, at most eight; another result: its text), in the
+  language of the last user message; unless `tool_choice` forces another call.
+
+Healthy reasoning (`reasoning: stream` on the endpoint): a few reasoning tokens in
+`delta.reasoning` and `delta.reasoning_details` (`[{"type": "reasoning.text", "text",
+"format": "unknown", "index": 0}]`, with `"content": ""`) before the first content
+token (non-streamed: `message.reasoning` / `reasoning_details`), counted in
+`usage.completion_tokens` and in `usage.completion_tokens_details.reasoning_tokens`.
+A request with `reasoning: {"enabled": false}` (or effort `none`) gets none;
+`reasoning: {"exclude": true}` gets the tokens counted but nothing sent.
+
+Which defect applies where: the call defects (`tool_as_text`, `tool_bad_args`,
+`tool_schema_violation`, `tool_unknown_name`, `tools_ignored`) when a call is due;
+`tool_choice_none_violated` when `tool_choice` is `none`; `tool_result_ignored` when
+the conversation ends with tool results; `reasoning_leak`, `bpe_markers`,
+`literal_escapes` on any text reply (not on structured output or calls);
+`buffered_stream`, `slow_output`, `substituted_model` on every reply that is not an
+error. A drawn defect that does not apply leaves the reply healthy (and unlabelled in
+the request log's `defect`)."""
 
 from __future__ import annotations
 
 import json
 import random
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet import bank, defects, schema_gen
+from fleet import bank, defects, schema_gen, tools
 from fleet.language import detect_locale
 from fleet.request import ChatRequest, last_user_text, prompt_tokens
 from fleet.scenario import EndpointSpec, ModelSpec, Scenario
@@ -50,6 +89,10 @@ class Plan:
     midstream_error: dict[str, Any] | None = None
     fault: str | None = None
     defect: str | None = None
+    reasoning: list[str] = field(default_factory=list)  # healthy reasoning stream tokens
+    reasoning_hidden: bool = False  # reasoning happened (tokens counted) but is not sent
+    buffered: bool = False  # everything in one chunk after a silent hold
+    served_model: str | None = None  # the `model` the reply names (None: the one requested)
 
     @property
     def content(self) -> str:
@@ -57,11 +100,16 @@ class Plan:
 
     @property
     def completion_tokens(self) -> int:
+        """Output tokens, reasoning tokens included (as OpenRouter counts them)."""
         if self.tool_calls:
-            return sum(
+            return self.reasoning_tokens + sum(
                 bank.estimate_tokens(c["function"]["arguments"]) + 4 for c in self.tool_calls
             )
-        return len(self.chunks)
+        return self.reasoning_tokens + len(self.chunks)
+
+    @property
+    def reasoning_tokens(self) -> int:
+        return len(self.reasoning)
 
     def cost(self, images: int = 0) -> float:
         p = self.endpoint.pricing
@@ -104,31 +152,6 @@ def _pick(items: list[Any], n: int, rng: random.Random) -> Any | None:
 
 def _jitter(value: float, jitter: float, rng: random.Random) -> float:
     return max(0.0, value * (1.0 + rng.uniform(-jitter, jitter)))
-
-
-def _tool_choice_name(req: ChatRequest) -> str | None:
-    choice = req.tool_choice
-    if isinstance(choice, dict):
-        fn = choice.get("function")
-        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-            return fn["name"]
-    return None
-
-
-def _tool_calls(req: ChatRequest, defect: str | None, rng: random.Random) -> list[dict[str, Any]]:
-    assert req.tools
-    wanted = _tool_choice_name(req)
-    tool = next((t for t in req.tools if t.function.name == wanted), req.tools[0])
-    schema = tool.function.parameters
-    args = schema_gen.generate(schema, rng)
-    name = tool.function.name
-    if defect == "tool_unknown_name":
-        name = f"{name}_v2"
-    arguments = json.dumps(args if args is not None else {}, ensure_ascii=False)
-    if defect == "tool_bad_args":
-        arguments = schema_gen.bad_arguments(args, schema, rng)
-    call_id = "call_" + uuid.UUID(int=rng.getrandbits(128)).hex[:24]
-    return [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]
 
 
 _TEXT_DEFECTS = {
@@ -176,38 +199,17 @@ def plan_request(
         if fault.kind == "misroute":
             plan.served_as = fault.serve_as
 
-    uses_tools = bool(req.tools) and supports(endpoint, "tools") and req.tool_choice != "none"
+    tool_turn = tools.turn(req) if req.tools and supports(endpoint, "tools") else None
     schema = req.json_schema if supports(endpoint, "response_format") else None
     wants_object = req.response_format is not None and req.response_format.type == "json_object"
     kind = defect.kind if defect is not None else None
 
     if kind == "policy_filter":
         assert defect is not None
-        mode = rng.choice(defect.modes)
-        plan.defect = f"policy_filter:{mode}"
-        if mode == "moderation_403":
-            plan.pre_error = PreError(
-                403,
-                f'{model.id} requires moderation on {endpoint.provider_name}. Your input was flagged for "violence".',
-                "permission_denied",
-                metadata={
-                    "reasons": ["violence"],
-                    "flagged_input": last_user_text(req)[:100],
-                    "provider_name": endpoint.provider_name,
-                    "model_slug": model.id,
-                },
-            )
+        if _policy_filter(plan, model, endpoint, req, defect, rng):
             return plan
-        text = bank.refusal(locale, rng) if mode == "refusal" else ""
-        if mode == "content_filter_cut":
-            text = defects.truncate(bank.compose_reply(locale, rng), 0.3)
-        plan.chunks = bank.chunk_text(text, locale)
-        plan.finish_reason = "content_filter" if mode.startswith("content_filter") else "stop"
-    elif uses_tools:
-        tool_defect = kind if kind in {"tool_unknown_name", "tool_bad_args"} else None
-        plan.defect = tool_defect
-        plan.tool_calls = _tool_calls(req, tool_defect, rng)
-        plan.finish_reason = "tool_calls"
+    elif tool_turn is not None and _tool_reply(plan, tool_turn, defect, rng):
+        pass
     elif schema is not None or wants_object:
         schema = (
             schema
@@ -225,7 +227,7 @@ def plan_request(
         plan.chunks = bank.chunk_text(text)
     else:
         text = _text_reply(defect, locale, rng, plan)
-        plan.chunks = bank.chunk_text(text, locale)
+        _set_text(plan, text, defect, rng)
 
     stops = [req.stop] if isinstance(req.stop, str) else (req.stop or [])
     hits = [i for i in (plan.content.find(s) for s in stops if s) if i >= 0]
@@ -236,6 +238,7 @@ def plan_request(
     if limit is not None and not plan.tool_calls and len(plan.chunks) > limit:
         plan.chunks = plan.chunks[:limit]
         plan.finish_reason = "length"
+    _stream_defect(plan, defect, req, scale, rng)
     if fault is not None and fault.kind in {"stream_cut", "midstream_error"}:
         plan.tail = "cut" if fault.kind == "stream_cut" else "midstream_error"
         plan.tail_at = max(1, int(len(plan.chunks) * fault.after_fraction))
@@ -249,6 +252,144 @@ def plan_request(
                 },
             }
     return plan
+
+
+def _policy_filter(
+    plan: Plan,
+    model: ModelSpec,
+    endpoint: EndpointSpec,
+    req: ChatRequest,
+    defect: Any,
+    rng: random.Random,
+) -> bool:
+    """A policy layer's answer; True when it is a pre-token 403 (nothing more to plan)."""
+    mode = rng.choice(defect.modes)
+    plan.defect = f"policy_filter:{mode}"
+    locale = plan.locale
+    if mode == "moderation_403":
+        plan.pre_error = PreError(
+            403,
+            f'{model.id} requires moderation on {endpoint.provider_name}. Your input was flagged for "violence".',
+            "permission_denied",
+            metadata={
+                "reasons": ["violence"],
+                "flagged_input": last_user_text(req)[:100],
+                "provider_name": endpoint.provider_name,
+                "model_slug": model.id,
+            },
+        )
+        return True
+    text = bank.refusal(locale, rng) if mode == "refusal" else ""
+    if mode == "content_filter_cut":
+        text = defects.truncate(bank.compose_reply(locale, rng), 0.3)
+    plan.chunks = bank.chunk_text(text, locale)
+    plan.finish_reason = "content_filter" if mode.startswith("content_filter") else "stop"
+    return False
+
+
+_CALL_DEFECTS = {"tool_unknown_name", "tool_bad_args", "tool_schema_violation"}
+
+
+def _tool_reply(plan: Plan, turn: tools.ToolTurn, defect: Any, rng: random.Random) -> bool:
+    """Plan the reply to a tools request: a call when one is due (or forced by
+    `tool_choice_none_violated`), the answer to a tool result; False when the reply is
+    the ordinary one (text, or structured output)."""
+    kind = defect.kind if defect is not None else None
+    due = turn.due
+    if due is None and kind == "tool_choice_none_violated" and turn.choice == "none":
+        plan.defect = "tool_choice_none_violated"
+        due = turn.named or turn.offered[0]
+    if due is not None:
+        if kind == "tools_ignored":
+            plan.defect = "tools_ignored"
+            _set_text(plan, bank.compose_reply(plan.locale, rng), None, rng)
+            return True
+        name = due.function.name
+        args = tools.arguments_of(due, rng)
+        arguments = tools.dumps(args)
+        if kind in _CALL_DEFECTS:
+            assert defect is not None
+            name, arguments = _broken_call(plan, defect, due, args, rng)
+        if kind == "tool_as_text":
+            assert defect is not None
+            plan.defect = f"tool_as_text:{defect.style}"
+            plan.chunks = bank.chunk_text(tools.as_text(name, arguments, defect.style))
+            return True
+        plan.tool_calls = [tools.call(name, arguments, rng)]
+        plan.finish_reason = "tool_calls"
+        return True
+    if turn.results:
+        if kind == "tool_result_ignored":
+            plan.defect = "tool_result_ignored"
+            text = bank.no_access_reply(plan.locale)
+        else:
+            text = bank.tool_result_reply(plan.locale, tools.result_values(turn.results))
+        _set_text(plan, text, defect, rng)
+        return True
+    return False
+
+
+def _broken_call(
+    plan: Plan, defect: Any, tool: Any, args: Any, rng: random.Random
+) -> tuple[str, str]:
+    """(name, arguments) of a call a broken tool parser made."""
+    name = tool.function.name
+    if defect.kind == "tool_unknown_name":
+        plan.defect = "tool_unknown_name"
+        return f"{name}_v2", tools.dumps(args)
+    if defect.kind == "tool_bad_args":
+        plan.defect = "tool_bad_args"
+        return name, tools.bad_json(args, rng)
+    mode, arguments = tools.schema_violation(args, tool.function.parameters, defect.modes, rng)
+    plan.defect = f"tool_schema_violation:{mode}"
+    return name, arguments
+
+
+def _stream_defect(
+    plan: Plan, defect: Any, req: ChatRequest, scale: float, rng: random.Random
+) -> None:
+    """How the reply travels: healthy reasoning chunks first (`reasoning: stream`), and
+    the defects of the stream itself (buffered, slow, another model's name)."""
+    if plan.endpoint.reasoning == "stream" and req.reasoning_wanted != "off":
+        plan.reasoning = bank.chunk_text(defects.reasoning_text(rng))
+        plan.reasoning_hidden = req.reasoning_wanted == "hidden"
+    kind = defect.kind if defect is not None else None
+    if kind == "buffered_stream":
+        plan.defect = "buffered_stream"
+        tokens = len(plan.chunks) + len(plan.reasoning) + (4 if plan.tool_calls else 0)
+        plan.delay_s += defect.hold_s * scale + tokens * plan.gap_s
+        plan.buffered = True
+    elif kind == "slow_output":
+        plan.defect = "slow_output"
+        plan.gap_s = scale / defect.tokens_per_s
+    elif kind == "substituted_model":
+        plan.defect = "substituted_model"
+        plan.served_model = defect.served_model
+
+
+_DECORATIONS = {"reasoning_leak", "bpe_markers", "literal_escapes"}
+
+
+def _set_text(plan: Plan, text: str, defect: Any, rng: random.Random) -> None:
+    """The plan's content: `text` as stream tokens, with a decoding or reasoning defect
+    applied when one was drawn (any text reply can show them)."""
+    kind = defect.kind if defect is not None and defect.kind in _DECORATIONS else None
+    if kind == "reasoning_leak":
+        plan.defect = f"reasoning_leak:{defect.style}"
+        text = defects.reasoning_leak(text, defect.style, defects.reasoning_text(rng))
+    elif kind == "literal_escapes" and defect.style == "unicode":
+        plan.defect = "literal_escapes:unicode"  # token by token, as a detokeniser escapes
+        plan.chunks = defects.unicode_escapes(bank.chunk_text(text, plan.locale))
+        return
+    elif kind == "literal_escapes":
+        plan.defect = f"literal_escapes:{defect.style}"
+        text = defects.literal_escapes(text, defect.style)
+    elif kind == "bpe_markers":
+        plan.defect = "bpe_markers"
+        tokens = bank.chunk_text(defects.paragraph_after_opener(text), plan.locale)
+        plan.chunks = defects.bpe_markers(tokens, defect.share)
+        return
+    plan.chunks = bank.chunk_text(text, plan.locale)
 
 
 def _text_reply(defect: Any, locale: str, rng: random.Random, plan: Plan) -> str:

@@ -1,4 +1,12 @@
-"""The model and endpoint listings in OpenRouter's shape."""
+"""The model and endpoint listings in OpenRouter's shape (checked in tests against the
+official SDK's `components.ListEndpointsResponse`).
+
+`latency_last_30m` is in milliseconds (time to first token, from the endpoint's scripted
+`timing.ttft_s`), `throughput_last_30m` in tokens per second (from `timing.tokens_per_s`:
+p50 is the scripted rate, the higher percentiles slower, as OpenRouter reports them);
+neither is scaled by the scenario's `time_scale`. `supports_tool_choice` follows
+`supported_parameters`: every variant when both `tools` and `tool_choice` are there,
+only `auto` with `tools` alone, none without `tools`."""
 
 from __future__ import annotations
 
@@ -73,10 +81,10 @@ def endpoint_json(m: ModelSpec, e: EndpointSpec) -> dict[str, Any]:
         "uptime_last_30m": e.uptime_last_30m,
         "uptime_last_1d": e.uptime_last_30m,
         "latency_last_30m": {
-            "p50": t.ttft_s,
-            "p75": round(t.ttft_s * 1.3, 3),
-            "p90": round(t.ttft_s * 1.8, 3),
-            "p99": round(t.ttft_s * 3.2, 3),
+            "p50": round(t.ttft_s * 1000, 1),
+            "p75": round(t.ttft_s * 1300, 1),
+            "p90": round(t.ttft_s * 1800, 1),
+            "p99": round(t.ttft_s * 3200, 1),
         },
         "throughput_last_30m": {
             "p50": tps,
@@ -84,4 +92,16 @@ def endpoint_json(m: ModelSpec, e: EndpointSpec) -> dict[str, Any]:
             "p90": round(tps * 0.65, 1),
             "p99": round(tps * 0.35, 1),
         },
+        "supports_tool_choice": tool_choice_support(e),
+        "native_tools": {},
+        "service_tier": e.service_tier,
+        "supports_implicit_caching": e.supports_implicit_caching,
+        "supports_diarization": False,
     }
+
+
+def tool_choice_support(e: EndpointSpec) -> dict[str, bool]:
+    """Which `tool_choice` values the endpoint honours (OpenRouter's tested variants)."""
+    params = set(e.supported_parameters)
+    full = {"tools", "tool_choice"} <= params
+    return {"auto": "tools" in params, "none": full, "required": full, "function": full}

@@ -67,10 +67,30 @@ class ChatRequest(BaseModel):
     tool_choice: str | dict[str, Any] | None = None
     provider: ProviderPrefs | None = None
     stream_options: StreamOptions | None = None
+    reasoning: Any = None
+    include_reasoning: Any = None
+    reasoning_effort: Any = None
 
     @property
     def token_limit(self) -> int | None:
         return self.max_tokens or self.max_completion_tokens
+
+    @property
+    def reasoning_wanted(self) -> str:
+        """`on` (default), `hidden` (reasoning happens, tokens counted, nothing sent:
+        `reasoning.exclude` or `include_reasoning: false`) or `off` (`reasoning.enabled:
+        false`, effort `none`, `max_tokens: 0`)."""
+        r = self.reasoning if isinstance(self.reasoning, dict) else {}
+        if (
+            r.get("enabled") is False
+            or r.get("effort") == "none"
+            or r.get("max_tokens") == 0
+            or self.reasoning_effort == "none"
+        ):
+            return "off"
+        if r.get("exclude") is True or self.include_reasoning is False:
+            return "hidden"
+        return "on"
 
     @property
     def json_schema(self) -> dict[str, Any] | None:
@@ -117,6 +137,11 @@ def _parts(content: str | list[dict[str, Any]] | None) -> tuple[str, int]:
         elif kind in {"image_url", "input_image", "image"}:
             images += 1
     return "\n".join(texts), images
+
+
+def message_text(message: Message) -> str:
+    """The text of one message (its text parts joined by newlines)."""
+    return _parts(message.content)[0]
 
 
 def last_user_text(req: ChatRequest) -> str:

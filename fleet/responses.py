@@ -95,9 +95,55 @@ def _base(plan: Plan, model: ModelSpec, gen_id: str) -> dict[str, Any]:
     return {
         "id": gen_id,
         "created": int(time.time()),
-        "model": model.id,
+        "model": plan.served_model or model.id,
         "provider": plan.served_as,
     }
+
+
+def _reasoning_detail(text: str) -> list[dict[str, Any]]:
+    return [{"type": "reasoning.text", "text": text, "format": "unknown", "index": 0}]
+
+
+def _reasoning_deltas(plan: Plan) -> list[dict[str, Any]]:
+    """Healthy reasoning tokens, before any content: `content` stays empty."""
+    if plan.reasoning_hidden:
+        return []
+    return [
+        {"content": "", "reasoning": piece, "reasoning_details": _reasoning_detail(piece)}
+        for piece in plan.reasoning
+    ]
+
+
+def _deltas(plan: Plan) -> list[dict[str, Any]]:
+    """Every delta of the reply in order (reasoning, then the call or the content); a
+    buffered plan sends them merged into one."""
+    if plan.tool_calls:
+        body = _tool_deltas(plan)
+    elif plan.chunks:
+        body = [{"content": c} for c in plan.chunks]
+    else:
+        body = [{"content": ""}]
+    deltas = [*_reasoning_deltas(plan), *body]
+    if plan.buffered:
+        deltas = [_merged(deltas)]
+    deltas[0] = {"role": "assistant", **deltas[0]}
+    return deltas
+
+
+def _merged(deltas: list[dict[str, Any]]) -> dict[str, Any]:
+    """All deltas as one (the whole reply in a single chunk)."""
+    content = "".join(d.get("content") or "" for d in deltas)
+    reasoning = "".join(d.get("reasoning") or "" for d in deltas)
+    out: dict[str, Any] = {"content": content}
+    if reasoning:
+        out.update(reasoning=reasoning, reasoning_details=_reasoning_detail(reasoning))
+    calls = [tc for d in deltas for tc in d.get("tool_calls") or []]
+    if calls:
+        first = calls[0]
+        arguments = "".join(tc["function"].get("arguments", "") for tc in calls)
+        out["content"] = None
+        out["tool_calls"] = [{**first, "function": {**first["function"], "arguments": arguments}}]
+    return out
 
 
 def _tool_deltas(plan: Plan) -> list[dict[str, Any]]:
@@ -105,7 +151,6 @@ def _tool_deltas(plan: Plan) -> list[dict[str, Any]]:
     call = plan.tool_calls[0]
     args = call["function"]["arguments"]
     first = {
-        "role": "assistant",
         "content": None,
         "tool_calls": [
             {
@@ -141,14 +186,9 @@ async def stream_reply(
         await asyncio.sleep(min(left, keepalive_s))
         if deadline - loop.time() > 0:
             yield wire.KEEPALIVE
-    if plan.tool_calls:
-        deltas = _tool_deltas(plan)
-    elif plan.chunks:
-        deltas = [{"content": c} for c in plan.chunks]
-        deltas[0] = {"role": "assistant", **deltas[0]}
-    else:
-        deltas = [{"role": "assistant", "content": ""}]
-    stop_at = plan.tail_at if plan.tail != "done" else len(deltas)
+    deltas = _deltas(plan)
+    lead = 0 if plan.buffered else len(_reasoning_deltas(plan))  # a cut counts content tokens
+    stop_at = min(len(deltas), plan.tail_at + lead) if plan.tail != "done" else len(deltas)
     encoder = wire.ChunkEncoder(base)
     start = loop.time()
     i = 0
@@ -187,7 +227,7 @@ async def stream_reply(
             **base,
             "object": "chat.completion.chunk",
             "choices": [],
-            "usage": wire.usage(plan.prompt_tokens, plan.completion_tokens, plan.cost(images)),
+            "usage": _usage(plan, images),
         }
     )
     yield wire.DONE
@@ -199,7 +239,8 @@ async def complete_reply(
 ) -> Response:
     """Non-streamed body, returned once the whole scripted generation time has passed."""
     loop = asyncio.get_running_loop()
-    finish = started + plan.delay_s + len(plan.chunks) * plan.gap_s
+    tokens = 0 if plan.buffered else len(plan.reasoning) + len(plan.chunks)
+    finish = started + plan.delay_s + tokens * plan.gap_s
     await asyncio.sleep(max(0.0, finish - loop.time()))
     if plan.tail == "cut":
         entry["outcome"] = "cut"
@@ -211,6 +252,10 @@ async def complete_reply(
     }
     if plan.tool_calls:
         message["tool_calls"] = plan.tool_calls
+    if plan.reasoning and not plan.reasoning_hidden:
+        reasoning = "".join(plan.reasoning)
+        message["reasoning"] = reasoning
+        message["reasoning_details"] = _reasoning_detail(reasoning)
     choice: dict[str, Any] = {
         "index": 0,
         "logprobs": None,
@@ -227,10 +272,17 @@ async def complete_reply(
     body = {
         **_base(plan, model, gen_id),
         "object": "chat.completion",
+        "system_fingerprint": None,
         "choices": [choice],
-        "usage": wire.usage(plan.prompt_tokens, plan.completion_tokens, plan.cost(images)),
+        "usage": _usage(plan, images),
     }
     return JSONResponse(body)
+
+
+def _usage(plan: Plan, images: int) -> dict[str, Any]:
+    return wire.usage(
+        plan.prompt_tokens, plan.completion_tokens, plan.cost(images), plan.reasoning_tokens
+    )
 
 
 def pre_error_response(err: PreError) -> Response:

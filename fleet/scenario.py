@@ -117,6 +117,11 @@ PolicyMode = Literal[
 SchemaBreakMode = Literal["invalid_json", "missing_field", "wrong_type", "prose"]
 Modality = Literal["text", "image", "file", "audio"]
 Codec = Literal["cp1252", "latin-1", "cp1251", "gbk", "shift_jis"]
+ToolViolationMode = Literal["missing_required", "wrong_enum", "wrong_type"]
+ToolLeakStyle = Literal["xml", "mistral", "kimi", "llama"]
+ReasoningLeakStyle = Literal["think", "thinking", "channel", "unclosed"]
+EscapeStyle = Literal["newline", "unicode", "double_json"]
+ReasoningMode = Literal["off", "stream"]
 
 
 class StrayStartDefect(_Trigger):
@@ -191,7 +196,91 @@ class ToolUnknownNameDefect(_Trigger):
 
 
 class ToolBadArgsDefect(_Trigger):
+    """Arguments that do not parse as JSON (cut short, single quotes, a trailing comma,
+    unquoted keys)."""
+
     kind: Literal["tool_bad_args"]
+
+
+class ToolSchemaViolationDefect(_Trigger):
+    """Arguments that parse as JSON but violate the function's schema."""
+
+    kind: Literal["tool_schema_violation"]
+    modes: list[ToolViolationMode] = Field(
+        default_factory=lambda: list(get_args(ToolViolationMode)), min_length=1
+    )
+
+
+class ToolAsTextDefect(_Trigger):
+    """A broken tool parser: the call is written into `content` in the model's own markup
+    (finish `stop`, no `tool_calls`)."""
+
+    kind: Literal["tool_as_text"]
+    style: ToolLeakStyle = "xml"
+
+
+class ToolsIgnoredDefect(_Trigger):
+    """A call that is due (required, named, or plainly asked for) answered in plain text."""
+
+    kind: Literal["tools_ignored"]
+
+
+class ToolChoiceNoneViolatedDefect(_Trigger):
+    """A tool call although the request said `tool_choice: "none"`."""
+
+    kind: Literal["tool_choice_none_violated"]
+
+
+class ToolResultIgnoredDefect(_Trigger):
+    """After a tool result, a reply that does not use it (it says it cannot know)."""
+
+    kind: Literal["tool_result_ignored"]
+
+
+class ReasoningLeakDefect(_Trigger):
+    """Reasoning text at the start of `content` (`<think>…</think>`, `<thinking>…`,
+    `<|channel|>analysis<|message|>…`, or a `<think>` never closed)."""
+
+    kind: Literal["reasoning_leak"]
+    style: ReasoningLeakStyle = "think"
+
+
+class BpeMarkersDefect(_Trigger):
+    """Byte-level BPE markers where whitespace belongs (`Ġ` space, `Ċ` newline, `ĉ` tab) in
+    the first `share` of the reply's words; the paragraph break after the opener always."""
+
+    kind: Literal["bpe_markers"]
+    share: float = Field(default=1.0, gt=0, le=1)
+
+
+class LiteralEscapesDefect(_Trigger):
+    """Escape sequences written out where text belongs: `\\n` as two characters, `\\u00e9`
+    written out, or the whole reply JSON-encoded once more (a quoted string)."""
+
+    kind: Literal["literal_escapes"]
+    style: EscapeStyle = "newline"
+
+
+class BufferedStreamDefect(_Trigger):
+    """Fake streaming: nothing (keep-alives at most) for `hold_s` (scaled) plus the reply's
+    generation time, then the whole reply in one chunk."""
+
+    kind: Literal["buffered_stream"]
+    hold_s: float = Field(default=6.0, ge=0)
+
+
+class SlowOutputDefect(_Trigger):
+    """A normal first token, then tokens at `tokens_per_s` (far below the endpoint's rate)."""
+
+    kind: Literal["slow_output"]
+    tokens_per_s: float = Field(default=4.0, gt=0)
+
+
+class SubstitutedModelDefect(_Trigger):
+    """The reply's `model` field names another model than the one requested."""
+
+    kind: Literal["substituted_model"]
+    served_model: str = Field(default="meta-llama/llama-3.1-8b-instruct", min_length=1)
 
 
 Defect = Annotated[
@@ -207,7 +296,18 @@ Defect = Annotated[
     | PolicyFilterDefect
     | SchemaBreakDefect
     | ToolUnknownNameDefect
-    | ToolBadArgsDefect,
+    | ToolBadArgsDefect
+    | ToolSchemaViolationDefect
+    | ToolAsTextDefect
+    | ToolsIgnoredDefect
+    | ToolChoiceNoneViolatedDefect
+    | ToolResultIgnoredDefect
+    | ReasoningLeakDefect
+    | BpeMarkersDefect
+    | LiteralEscapesDefect
+    | BufferedStreamDefect
+    | SlowOutputDefect
+    | SubstitutedModelDefect,
     Field(discriminator="kind"),
 ]
 
@@ -248,6 +348,12 @@ class EndpointSpec(_Strict):
     pricing: Pricing = Field(default_factory=Pricing)
     supported_parameters: list[str] = Field(default_factory=lambda: list(DEFAULT_PARAMETERS))
     uptime_last_30m: float | None = 99.9
+    service_tier: str | None = None
+    supports_implicit_caching: bool = False
+    reasoning: ReasoningMode = Field(
+        default="off",
+        description="`stream`: healthy reasoning in `delta.reasoning` / `reasoning_details` before the content",
+    )
     timing: Timing = Field(default_factory=Timing)
     faults: list[Fault] = Field(default_factory=list)
     defects: list[Defect] = Field(default_factory=list)
@@ -370,6 +476,9 @@ _KIND_NAMES = {
     "http_error", "reset", "stream_cut", "midstream_error", "slow_first_token", "misroute",
     "stray_start", "start_prefix", "first_token_drop", "language_mix", "language_switch",
     "mojibake", "replacement_chars", "repetition", "truncation", "policy_filter", "schema_break", "tool_unknown_name", "tool_bad_args",
+    "tool_schema_violation", "tool_as_text", "tools_ignored", "tool_choice_none_violated",
+    "tool_result_ignored", "reasoning_leak", "bpe_markers", "literal_escapes", "buffered_stream",
+    "slow_output", "substituted_model",
 }  # fmt: skip
 
 

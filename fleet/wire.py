@@ -38,14 +38,16 @@ def chunk(
     }
 
 
-def usage(prompt_tokens: int, completion_tokens: int, cost: float) -> dict[str, Any]:
+def usage(
+    prompt_tokens: int, completion_tokens: int, cost: float, reasoning_tokens: int = 0
+) -> dict[str, Any]:
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "cost": cost,
         "prompt_tokens_details": {"cached_tokens": 0},
-        "completion_tokens_details": {"reasoning_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
     }
 
 

@@ -117,7 +117,8 @@ def test_c6_structured_output_validates_against_requested_schema(fleet: FleetHan
 
 
 def test_r7_tool_call_names_the_chosen_tool_with_valid_arguments(fleet: FleetHandle) -> None:
-    """With tools, the reply is one tool call (finish `tool_calls`) to tool_choice's tool, arguments valid."""
+    """A named tool_choice gets one call to that tool (finish `tool_calls`), arguments valid; a
+    streamed `auto` request that names a tool ("weather") gets a call to it."""
     choice = {"type": "function", "function": {"name": "book_room"}}
     r = _chat(
         fleet,
@@ -133,8 +134,16 @@ def test_r7_tool_call_names_the_chosen_tool_with_valid_arguments(fleet: FleetHan
     jsonschema.validate(
         json.loads(call["function"]["arguments"]), BOOK_TOOL["function"]["parameters"]
     )
+    ask = [{"role": "user", "content": "What will the weather be in Lisbon this week?"}]
     stream = parse_sse(
-        _chat(fleet, QWEN, {"only": ["together/fp8"]}, tools=[WEATHER_TOOL], stream=True).content
+        _chat(
+            fleet,
+            QWEN,
+            {"only": ["together/fp8"]},
+            tools=[WEATHER_TOOL],
+            stream=True,
+            messages=ask,
+        ).content
     )
     calls = [
         tc
@@ -152,14 +161,23 @@ def test_r7_tool_call_names_the_chosen_tool_with_valid_arguments(fleet: FleetHan
 def test_r7_tool_defects_unknown_name_and_bad_arguments(fleet: FleetHandle) -> None:
     """defect-zoo: one host calls an unregistered tool name, another sends arguments that fail the schema."""
     fleet.load("defect-zoo", time_scale=0.01)
+    pinned = {"allow_fallbacks": False}
     r = _chat(
-        fleet, LLAMA, {"only": ["toolname/fp8"], "allow_fallbacks": False}, tools=[WEATHER_TOOL]
+        fleet,
+        LLAMA,
+        {"only": ["toolname/fp8"], **pinned},
+        tools=[WEATHER_TOOL],
+        tool_choice="required",
     )
     assert r.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] not in {
         "get_weather"
     }
     r = _chat(
-        fleet, LLAMA, {"only": ["toolargs/fp8"], "allow_fallbacks": False}, tools=[WEATHER_TOOL]
+        fleet,
+        LLAMA,
+        {"only": ["toolargs/fp8"], **pinned},
+        tools=[WEATHER_TOOL],
+        tool_choice="required",
     )
     args = r.json()["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
     with pytest.raises((json.JSONDecodeError, jsonschema.ValidationError)):

@@ -233,7 +233,7 @@ def test_cli_rejects_bad_scenario_with_exit_2(tmp_path: Path) -> None:
 
 
 def test_builtin_scenarios_load() -> None:
-    """Both built-in scenarios validate; seed-incidents has the 23 llama endpoints and three models."""
+    """The built-in scenarios validate; seed-incidents has the 24 llama endpoints and three models."""
     seed = load_scenario("seed-incidents")
-    assert [len(m.endpoints) for m in seed.models] == [23, 4, 3]
-    assert load_scenario("defect-zoo").models
+    assert [len(m.endpoints) for m in seed.models] == [24, 4, 3]
+    assert load_scenario("defect-zoo").models and load_scenario("contracts-zoo").models

@@ -40,11 +40,12 @@ def _scripted(fleet: FleetHandle) -> dict[str, dict[str, float | None]]:
 
 
 async def test_c1_discover_lists_all_endpoints_typed(fleet: FleetHandle) -> None:
-    """C1: discovery returns all 23 endpoints of seed-incidents as typed records."""
+    """C1: discovery returns all 24 endpoints of seed-incidents as typed records."""
     async with ProbeClient(fleet.base_url, fleet.key) as client:
         endpoints = await client.discover(MODEL)
     tags = {e.tag for e in endpoints}
-    assert len(endpoints) == 23 and {"startcorrupt/fp8", "nostruct/bf16", "deepinfra/fp8"} <= tags
+    assert len(endpoints) == 24
+    assert {"startcorrupt/fp8", "nostruct/bf16", "deepinfra/fp8", "toolparse/fp8"} <= tags
     by_tag = {e.tag: e for e in endpoints}
     assert not by_tag["nostruct/bf16"].supports_structured_output
     assert by_tag["deepinfra/fp8"].supports_structured_output
