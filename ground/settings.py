@@ -114,7 +114,7 @@ class ProbeConfig(BaseModel):
         description="C10: required tool calls per endpoint and round (issue 22 power).",
     )
     tool_check_samples: int = Field(
-        default=2,
+        default=4,
         ge=0,
         description="C10: `tool_choice: none` requests and tool-result round trips, each.",
     )

@@ -13,7 +13,8 @@ Rate contracts and what one trial is:
     refusal      the refusal probe (C4)
     structured   the structured-output probe (C6)
     tools        one forced tool call (C10, probes/tool_verdicts.py `calls`)
-    tools_none / tools_result   one `tool_choice: none` request / one tool-result round trip
+    tools_none / tools_result   the `none` check / the tool-result check, one trial each (a
+                 few requests whose share bar decides, as C6's one probe: absolute unless shared)
     trigger_missed / trigger_spurious   one `auto` reply against its prompt: judged against
                  the peers only (an outlier fails; underpowered or within the peers never
                  does: models legitimately differ in when they call a tool)
@@ -67,6 +68,8 @@ CHECKS: dict[str, tuple[Contract, str]] = {
     "served_model": (Contract.STREAM, "served_model"),
 }
 PEERS_ONLY = frozenset({"trigger_missed", "trigger_spurious"})
+# checks of a few requests whose verdict is one trial against the peers (as C6's probe)
+SINGLE_TRIALS = frozenset({"tools_none", "tools_result"})
 _JUDGED = (OutcomeStatus.PASS, OutcomeStatus.FAIL)
 
 
@@ -119,15 +122,17 @@ def _is_check(o: Outcome, name: str) -> bool:
     return o.contract is contract and o.evidence.get("check") == check
 
 
-def _check_observation(o: Outcome) -> Observation | None:
-    """A share check's k/n; above the bar when it failed (or, a trigger rate, was above it)."""
+def _check_observation(o: Outcome, single: bool) -> Observation | None:
+    """A share check's k/n; above the bar when it failed (or, a trigger rate, was above it).
+    A `single` check is one trial (failed or not), as C6's structured probe is."""
     n, k = o.evidence.get("judged"), o.evidence.get("anomalous")
     if not isinstance(n, int) or not isinstance(k, int) or n <= 0:
         return None
     if o.status not in _JUDGED and not o.evidence.get("above_bar"):
         return None
     above = o.status is OutcomeStatus.FAIL or bool(o.evidence.get("above_bar"))
-    return Observation(rate=Rate(k=k, n=n), above_bar=above, reason=o.reason)
+    rate = Rate(k=int(above), n=1) if single else Rate(k=k, n=n)
+    return Observation(rate=rate, above_bar=above, reason=o.reason)
 
 
 def _start_observations(
@@ -182,7 +187,7 @@ def _observations(
                 )
         for name in CHECKS:
             found = next((o for o in items if _is_check(o, name)), None)
-            seen = _check_observation(found) if found is not None else None
+            seen = _check_observation(found, name in SINGLE_TRIALS) if found is not None else None
             if seen is not None:
                 obs[name][tag] = seen
     return obs

@@ -213,23 +213,27 @@ async def _send(
     client: ProbeClient, endpoint: Endpoint, r: ProbeRequest, gate: asyncio.Semaphore | None
 ) -> Transcript:
     """One request of the set; a tool request waits for a place under `gate`."""
-    tool = r.tool
-    if tool is None or gate is None:
-        return await client.probe(
-            endpoint, r.contract, r.messages, locale=r.locale, response_format=r.response_format
-        )
+    options = body_options(r, client.config)
+    if r.tool is None or gate is None:
+        return await client.probe(endpoint, r.contract, r.messages, locale=r.locale, **options)
     async with gate:
         return await client.probe(
             endpoint,
             r.contract,
             r.messages,
             locale=r.locale,
-            max_tokens=client.config.tool_max_tokens,
-            tools=TOOLS,
-            tool_choice=tool.tool_choice,
-            probe=tool.probe,
-            expect=tool.expect,
+            probe=r.tool.probe,
+            expect=r.tool.expect,
+            **options,
         )
+
+
+def body_options(r: ProbeRequest, config: ProbeConfig) -> dict[str, Any]:
+    """What a request's body carries beyond its messages (`ProbeClient.request_body`'s
+    keywords): the response format, or the tools, their `tool_choice` and `tool_max_tokens`."""
+    if r.tool is None:
+        return {"response_format": r.response_format}
+    return {"max_tokens": config.tool_max_tokens, "tools": TOOLS, "tool_choice": r.tool.tool_choice}
 
 
 async def run_probe_set(

@@ -11,8 +11,10 @@ outcome (`not_advertised`), never a failure.
     calls        the forced calls: fail when >= 2 and >= `tool_failure_share` of the judged
                  ones fail (as_text, ignored, unknown_name, inconsistent_deltas,
                  bad_arguments, finish_reason); then compared with the peers
-    none         the `none` requests: fail when every one of them (at least 2) called a tool
-    result       the round trips: fail when every one of them (at least 2) ignored the result
+    none         the `none` requests: fail when at least 2 and half of them called a tool
+    result       the round trips: fail when at least 2 and half of them ignored the result
+                 (both compared with the peers as one trial each, like C6's structured probe:
+                 the absolute rule decides unless most endpoints share the failure)
     trigger_*    the `auto` prompts: above the bar (>= 2 and >= `trigger_share` of them against
                  the prompt) the outcome stays INCONCLUSIVE with `above_bar`; only the peers
                  fail a host for it (probes/peer_round.py), since models legitimately differ
@@ -20,7 +22,9 @@ outcome (`not_advertised`), never a failure.
 Power of `calls` at the defaults (12 forced calls, bar 3 of 12, 14 healthy peers; exact, as
 bench/bench_peer_power.py computes it): a host whose calls fail half the time fails a round
 with 98% and is suspended at its second failing round with 96%; a host with one bad call in
-twenty fails a round with 2% and two in a row with 4e-4.
+twenty fails a round with 2% and two in a row with 4e-4. The checks (4 requests each, 2
+failing): a host that violates `none` (or ignores results) 9 times in 10 fails a round with
+99.6%, one that does so once in 20 with 1.4%.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def _bars(config: ProbeConfig) -> dict[str, Bar]:
     checks = min(MIN_ANOMALOUS, config.tool_check_samples)
     triggers = min(MIN_ANOMALOUS, config.tool_trigger_samples)
     calls = Bar(config.start_anomaly_min_replies, MIN_ANOMALOUS, config.tool_failure_share)
-    check = Bar(checks, checks, 1.0)
+    check = Bar(checks, checks, 0.5)
     trigger = Bar(triggers, triggers, config.trigger_share)
     return {"calls": calls, "none": check, "result": check, **dict.fromkeys(TRIGGERS, trigger)}
 

@@ -154,3 +154,18 @@ def test_c12_slow_output_against_the_peers_median() -> None:
     assert slow[0].evidence["peers_cps"] == 402.5 and slow[0].evidence["listed_tps"] == 45.0
     assert "of the peers' median" in evidence_text(slow[0])
     assert not any(o.reason == SLOW_OUTPUT for i in range(6) for o in outs[f"h{i}"])
+
+
+def test_c10_none_check_is_one_trial_the_absolute_rule_decides() -> None:
+    """C10: a host whose `none` check failed fails among clean peers (one trial: as C6's
+    probe, underpowered, so the bar decides); when most hosts fail it, it is the model's."""
+
+    def none(tag: str, k: int) -> Outcome:
+        replies = [Outcome(contract=Contract.TOOLS, status=S.FAIL if i < k else S.PASS, reason="choice_none_violated" if i < k else "text") for i in range(4)]  # fmt: skip
+        return share_verdict(replies, Contract.TOOLS, Bar(2, 2, 0.5), check="none", tag=tag)
+
+    outs = _round({"bad": [none("bad", 4)], **{f"h{i}": [none(f"h{i}", 0)] for i in range(6)}})
+    [bad] = outs["bad"]
+    assert (bad.status, bad.reason, bad.evidence["peer"]["decision"]) == (S.FAIL, "choice_none_violated", "underpowered")  # fmt: skip
+    shared = _round({f"h{i}": [none(f"h{i}", 3)] for i in range(4)})
+    assert all(o.reason == "model_level" for items in shared.values() for o in items)

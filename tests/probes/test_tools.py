@@ -204,6 +204,9 @@ def test_c10_checks_and_triggers_of_a_set() -> None:
     assert (missed.status, missed.reason, missed.evidence["above_bar"]) == (S.INCONCLUSIVE, "trigger_missed", True)  # fmt: skip
     one_none = [*ts[:12], tr("none", request_id="n0"), tr("none", request_id="n1", tool_calls=[], text="Mild.", finish_reason="stop")]  # fmt: skip
     assert {o.evidence["check"]: o for o in judge_tools(ENDPOINT, one_none, config)}["none"].status is PASS  # fmt: skip
+    text = tr("none", tool_calls=[], text="Mild.", finish_reason="stop")
+    half = [*ts[:12], tr("none", request_id="n0"), tr("none", request_id="n1"), text, text]
+    assert {o.evidence["check"]: o for o in judge_tools(ENDPOINT, half, config)}["none"].status is FAIL  # fmt: skip
 
 
 def test_c10_endpoint_without_tools_is_unsupported_never_failed() -> None:
@@ -214,7 +217,7 @@ def test_c10_endpoint_without_tools_is_unsupported_never_failed() -> None:
     from probes.probeset import probe_requests
 
     assert not [r for r in probe_requests(plain, "en", "en", ProbeConfig()) if r.tool]
-    assert len([r for r in probe_requests(ENDPOINT, "en", "en", ProbeConfig()) if r.tool]) == 22
+    assert len([r for r in probe_requests(ENDPOINT, "en", "en", ProbeConfig()) if r.tool]) == 26
 
 
 def test_c10_requests_follow_the_listing_and_the_fleet_rule() -> None:
