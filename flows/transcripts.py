@@ -42,13 +42,14 @@ _SHOWN_BY: dict[Contract, set[Contract]] = {
 
 def _named(outcomes: Sequence[Outcome]) -> set[str]:
     """Request ids of the failing replies a failing outcome's evidence names."""
-    return {
-        str(item["request_id"])
-        for o in outcomes
-        if o.status is OutcomeStatus.FAIL
-        for item in o.evidence.get("failed") or []
-        if isinstance(item, dict) and item.get("request_id")
-    }
+    named: set[str] = set()
+    for o in outcomes:
+        items = o.evidence.get("failed") if o.status is OutcomeStatus.FAIL else None
+        if isinstance(items, list):  # a share check's failing replies (latency's is a count)
+            named |= {
+                str(i["request_id"]) for i in items if isinstance(i, dict) and i.get("request_id")
+            }
+    return named
 
 
 def _calls(t: Transcript) -> list[str]:

@@ -33,8 +33,15 @@ class Finding:
     excerpt: str  # the first characters of the leak, or the text around the artefact
     count: int = 1
 
-    def evidence(self) -> dict[str, object]:
-        return {"kind": self.kind, "marker": self.marker, "leak": self.excerpt, "count": self.count}
+    def evidence(self, excerpt_key: str = "leak") -> dict[str, object]:
+        """`leak` holds the first characters of a reasoning leak; `at` (decoding artefacts)
+        the text around the first artefact."""
+        return {
+            "kind": self.kind,
+            "marker": self.marker,
+            excerpt_key: self.excerpt,
+            "count": self.count,
+        }
 
 
 # ---- reasoning in the content (C11) --------------------------------------------------------
@@ -89,11 +96,15 @@ def reasoning_leak(text: str) -> Finding | None:
 
 _MARKERS = "\u0120\u010a\u2581"  # Ġ Ċ ▁
 _BLOCK_ELEMENTS = re.compile("[\u2580-\u259f]")  # ▁ beside ▂▃▅ is a sparkline, not a space
-# a marker glued to the non-space character before it
-_GLUED_MARKER = re.compile(f"(?<=\\S)[{_MARKERS}]")
+# a marker glued to the non-space character before it, unless it opens a capitalised word after
+# an opening bracket, quote or dash ("(Ġużeppi": a Maltese name, not a space)
+_GLUED_MARKER = re.compile(
+    f"(?<=\\S)(?<![(\\[{{\"'“‘«„—–-])[{_MARKERS}]|(?<=\\S)[{_MARKERS}](?![^\\W\\d_])"
+)
 # a marker opening the reply before a capital, a marker, an emphasis mark or a quote
 _OPENING_MARKER = re.compile(f'^[{_MARKERS}](?=[A-Z{_MARKERS}*_"“«„])')
-BPE_MIN_MARKERS = 3  # one or two odd characters could be a name; a garbled reply has dozens
+# one odd character could be a name; a paragraph break in a spaceless locale is two (`。ĊĊ`)
+BPE_MIN_MARKERS = 2
 
 
 def bpe_markers(text: str) -> Finding | None:

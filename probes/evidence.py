@@ -106,8 +106,11 @@ def _start(status: str, reason: str, ev: Mapping[str, Any], brief: bool) -> str:
     if markers:
         text += f"; markers {', '.join(f'`{m}`' for m in markers)}"
     leaks = [h.get("leak") for h in heads if h.get("leak")]
+    seen = [h.get("at") for h in heads if h.get("at")]
     if leaks:
         text += f"; the leak began {_quote(leaks[0], 40)}"
+    elif seen:
+        text += f"; first seen in {_quote(seen[0], 40)}"
     elif shown:
         text += f"; began with {shown}"
     return text + _reasoning(ev.get("reasoning"))

@@ -321,10 +321,10 @@ def check_decoding(text: str, locale: str) -> Outcome:
         return _out(OutcomeStatus.INCONCLUSIVE, "empty", locale, {})
     escapes = literal_escapes(text)
     if escapes is not None:
-        return _out(OutcomeStatus.FAIL, "literal_escapes", locale, escapes.evidence())
+        return _out(OutcomeStatus.FAIL, "literal_escapes", locale, escapes.evidence("at"))
     markers = bpe_markers(text)
     if markers is not None:
-        return _out(OutcomeStatus.FAIL, "bpe_markers", locale, markers.evidence())
+        return _out(OutcomeStatus.FAIL, "bpe_markers", locale, markers.evidence("at"))
     return _out(OutcomeStatus.PASS, "ok", locale, {})
 
 

@@ -57,7 +57,8 @@ PEER_OUTLIER = "peer_outlier"
 EMPTY_OR_TRUNCATED = "empty_or_truncated"
 SLOW_OUTPUT = "slow_output"
 _SINGLE = {"language": Contract.LANGUAGE, "refusal": Contract.REFUSAL, "structured": Contract.STRUCTURED}  # fmt: skip
-# rate contracts judged as a share check of the probe set: name -> (contract, check)
+# rate contracts judged as a share check of the probe set: name -> (contract, check); their
+# peers are the endpoints within the bar (`compare_rates(pool_within_bar=True)`)
 CHECKS: dict[str, tuple[Contract, str]] = {
     "tools": (Contract.TOOLS, "calls"),
     "tools_none": (Contract.TOOLS, "none"),
@@ -83,8 +84,9 @@ class PeerRound(BaseModel):
 
 
 def _finished(t: Transcript) -> bool:
+    """A finished text reply (a tool reply's empty content is a call, not an empty reply)."""
     return (
-        t.contract is not Contract.STRUCTURED
+        t.contract not in (Contract.STRUCTURED, Contract.TOOLS)
         and classify_transport(t) is None
         and t.http_status == 200
         and t.done
@@ -319,7 +321,9 @@ def judge_with_peers(
     verdicts: list[PeerVerdict] = []
     findings: list[ModelFinding] = []
     for name, obs in observations.items():
-        by_tag, finding = compare_rates(name, obs, alpha=alpha, min_effect=min_effect)
+        by_tag, finding = compare_rates(
+            name, obs, alpha=alpha, min_effect=min_effect, pool_within_bar=name in CHECKS
+        )
         verdicts.extend(by_tag.values())
         if finding is not None:
             findings.append(finding.model_copy(update={"contract": _finding_contract(name)}))

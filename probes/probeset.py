@@ -132,7 +132,7 @@ def with_anomalous_heads(start: Outcome, replies: Sequence[Outcome]) -> Outcome:
             "head": o.evidence.get("head", ""),
             "reason": o.reason,
             "kind": o.evidence.get("kind"),
-            **{k: o.evidence[k] for k in ("marker", "leak") if o.evidence.get(k)},
+            **{k: o.evidence[k] for k in ("marker", "leak", "at") if o.evidence.get(k)},
         }
         for o in bad
     ]

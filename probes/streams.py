@@ -12,7 +12,7 @@ breaks every first-token promise while passing a total-time check), at the speed
 advertises, of the model asked for. They come from the same facts of every text reply
 (chunk times and the chunk envelope), not from its words.
 
-- `buffered`: the first content after at least `stream_buffered_min_s` of silence, and the
+- `buffered`: the first output after at least `stream_buffered_min_s` of silence, and the
   whole content (>= BUFFERED_MIN_CHARS) within BUFFERED_SPREAD of that silence; judged by share
   (>= 2 and >= `start_anomaly_share` of the judged text replies), then against the peers.
 - `served_model_mismatch`: the reply's `model`, normalised (`same_model`), is not the model
@@ -38,7 +38,8 @@ from probes.types import Contract, Endpoint, Outcome, OutcomeStatus, Transcript
 from wire.chunks import usage_tokens
 
 BUFFERED_MIN_CHARS = 40  # a shorter reply may honestly fit in one chunk
-BUFFERED_SPREAD = 0.1  # the content arrived within this share of the silence before it
+BUFFERED_SPREAD = 0.05  # the content arrived within this share of the silence before it (an
+# honest stream of a few sentences spreads over >= 15% of its first token even on a busy machine)
 MIN_SPEED_SPAN_S = 0.02  # a shorter span measures the clock, not the stream
 MIN_SPEED_CHUNKS = 3
 
@@ -55,11 +56,14 @@ def _text_reply(t: Transcript) -> bool:
 
 
 def buffered(t: Transcript, config: ProbeConfig) -> bool:
-    """The whole content came at once, after a silence of at least the bound."""
-    if t.ttft_s is None or t.last_content_s is None or len(t.text) < BUFFERED_MIN_CHARS:
+    """The whole output came at once, after a silence of at least the bound: the first
+    output of any kind (reasoning streamed first is no silence) to the last content within
+    BUFFERED_SPREAD of the silence."""
+    first = t.first_token_s
+    if first is None or t.last_content_s is None or len(t.text) < BUFFERED_MIN_CHARS:
         return False
-    spread = t.last_content_s - t.ttft_s
-    return t.ttft_s >= config.stream_buffered_min_s and spread <= BUFFERED_SPREAD * t.ttft_s
+    spread = t.last_content_s - first
+    return first >= config.stream_buffered_min_s and spread <= BUFFERED_SPREAD * first
 
 
 def output_speed(t: Transcript) -> tuple[float, float | None] | None:
@@ -129,7 +133,7 @@ def _reply(t: Transcript, failed: bool, reason: str, **evidence: object) -> Outc
 
 def buffered_reply(t: Transcript, config: ProbeConfig) -> Outcome:
     """One text reply's `buffered` outcome, with its silence, spread and length."""
-    ttft, last = t.ttft_s or 0.0, t.last_content_s or 0.0
+    ttft, last = t.first_token_s or 0.0, t.last_content_s or 0.0
     evidence = {"ttft_s": round(ttft, 3), "spread_s": round(last - ttft, 3), "chars": len(t.text)}
     return _reply(t, buffered(t, config), "buffered", **evidence)
 

@@ -46,7 +46,11 @@ def _fails(k: int, n: int, kp: int, np_: int, peers: int, config: ProbeConfig) -
         left -= mine
         obs[f"p{i}"] = Observation(rate=Rate(k=mine, n=per), above_bar=False)
     verdicts, _ = compare_rates(
-        "tools", obs, alpha=config.peer_alpha, min_effect=config.peer_min_effect
+        "tools",
+        obs,
+        alpha=config.peer_alpha,
+        min_effect=config.peer_min_effect,
+        pool_within_bar=True,
     )
     return verdicts["host"].decision in (PeerDecision.OUTLIER, PeerDecision.UNDERPOWERED)
 

@@ -34,7 +34,7 @@ DEFECTS = {
     "resultblind/fp8": ("tools", "result_ignored", "result"),
     "thinkleak/fp8": ("start", "reasoning_leak", "the leak began"),
     "bpe/fp8": ("start", "bpe_markers", "Ġ"),
-    "escapes/fp8": ("start", "literal_escapes", "literal escapes"),
+    "escapes/fp8": ("start", "literal_escapes", "first seen in"),
     "buffered/fp8": ("stream", "buffered", "first token after"),
     "swapped/fp8": ("stream", "served_model_mismatch", "llama-3.1-8b-instruct"),
 }
@@ -42,9 +42,11 @@ S = OutcomeStatus
 
 
 def _client(fleet: FleetHandle) -> ProbeClient:
-    """The zoo at time_scale 0.1: first tokens 0.02-0.05 s, the buffered host's silence ~0.6 s
-    (the bound scaled to 0.3 s), the slow host's ~2 s replies within the total bound."""
-    config = ProbeConfig(ttft_threshold_s=3.0, total_timeout_s=30.0, stream_buffered_min_s=0.3)
+    """The zoo at time_scale 0.1: first tokens 0.02-0.05 s, the buffered host's silence ~0.7 s
+    (the bound 0.45 s: a healthy reply streams in ~0.1 s here, so a first token that a busy
+    machine delays past the bound could look sent at once), the slow host's ~2 s replies
+    within the total bound."""
+    config = ProbeConfig(ttft_threshold_s=3.0, total_timeout_s=30.0, stream_buffered_min_s=0.45)
     return ProbeClient(fleet.base_url, fleet.key, config)
 
 
