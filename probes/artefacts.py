@@ -103,14 +103,18 @@ _GLUED_MARKER = re.compile(
 )
 # a marker opening the reply before a capital, a marker, an emphasis mark or a quote
 _OPENING_MARKER = re.compile(f'^[{_MARKERS}](?=[A-Z{_MARKERS}*_"“«„])')
+# a glued marker that no letter follows (whitespace, punctuation, the end): no word begins
+# there, so it stands for whitespace by itself (`。*Ċ\n「`, `」Ġ*`)
+_LONE_MARKER = re.compile(f"(?<=\\S)[{_MARKERS}](?=\\s|$|[^\\w])")
 # one odd character could be a name; a paragraph break in a spaceless locale is two (`。ĊĊ`)
 BPE_MIN_MARKERS = 2
 
 
 def bpe_markers(text: str) -> Finding | None:
     """Byte-level BPE markers where whitespace belongs: at least BPE_MIN_MARKERS glued
-    markers, or one opening the reply before a capital (`ĠShe`). Kind `space`, `newline`
-    or `sentencepiece` after the most frequent marker."""
+    markers, one opening the reply before a capital (`ĠShe`), or one glued marker that no
+    letter follows. Kind `space`, `newline` or `sentencepiece` after the most frequent
+    marker."""
     s = _LEADING.sub("", text[:SCAN_CHARS])
     glued = [
         m
@@ -118,12 +122,16 @@ def bpe_markers(text: str) -> Finding | None:
         if not _BLOCK_ELEMENTS.match(s[m.start() - 1 : m.start()])
         and not _BLOCK_ELEMENTS.match(s[m.end() : m.end() + 1])
     ]
-    opening = _OPENING_MARKER.match(s)
-    count = len(glued) + (1 if opening else 0)
+    opening = _OPENING_MARKER.match(s) or next(
+        (m for m in glued if _LONE_MARKER.match(s, m.start())), None
+    )
+    count = len(glued) + (1 if opening and opening.start() == 0 else 0)
     if not opening and len(glued) < BPE_MIN_MARKERS:
         return None
     first = opening.start() if opening else glued[0].start()
-    chars = [m.group(0) for m in glued] + ([opening.group(0)] if opening else [])
+    chars = [m.group(0) for m in glued] + (
+        [opening.group(0)] if opening and opening.start() == 0 else []
+    )
     top = max(set(chars), key=lambda c: (chars.count(c), c))
     kind = {"\u0120": "space", "\u010a": "newline", "\u2581": "sentencepiece"}[top]
     return Finding(kind, top, s[max(0, first - 20) : first + 40], count)

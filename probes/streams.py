@@ -40,6 +40,9 @@ from wire.chunks import usage_tokens
 BUFFERED_MIN_CHARS = 40  # a shorter reply may honestly fit in one chunk
 BUFFERED_SPREAD = 0.05  # the content arrived within this share of the silence before it (an
 # honest stream of a few sentences spreads over >= 15% of its first token even on a busy machine)
+# faster than any model streams (the fastest hosts: ~2,000 tokens/s, ~8,000 characters/s): the
+# content was generated before, and only its sending was spread
+BUFFERED_MIN_CPS = 20_000
 MIN_SPEED_SPAN_S = 0.02  # a shorter span measures the clock, not the stream
 MIN_SPEED_CHUNKS = 3
 
@@ -56,14 +59,19 @@ def _text_reply(t: Transcript) -> bool:
 
 
 def buffered(t: Transcript, config: ProbeConfig) -> bool:
-    """The whole output came at once, after a silence of at least the bound: the first
+    """The whole output came at once, after a silence of at least the bound: from the first
     output of any kind (reasoning streamed first is no silence) to the last content within
-    BUFFERED_SPREAD of the silence."""
+    BUFFERED_SPREAD of the silence, in one or two content chunks or faster than any model
+    streams (BUFFERED_MIN_CPS). A short reply after a slow first token that streamed at
+    a model's speed is honest, however short its spread."""
     first = t.first_token_s
     if first is None or t.last_content_s is None or len(t.text) < BUFFERED_MIN_CHARS:
         return False
     spread = t.last_content_s - first
-    return first >= config.stream_buffered_min_s and spread <= BUFFERED_SPREAD * first
+    if first < config.stream_buffered_min_s or spread > BUFFERED_SPREAD * first:
+        return False
+    at_once = t.content_chunks <= 2 or spread <= 0
+    return at_once or (len(t.text) - t.first_chunk_chars) / spread >= BUFFERED_MIN_CPS
 
 
 def output_speed(t: Transcript) -> tuple[float, float | None] | None:

@@ -304,7 +304,10 @@ def judge_call(t: Transcript) -> Outcome:
         return unjudged
     marker = leaked_tool_markup(t.text)
     if marker is not None:
-        return _result(t, OutcomeStatus.FAIL, "as_text", marker=marker, head=excerpt(t.text, 60))
+        head = excerpt(t.text, 60)
+        return _result(
+            t, OutcomeStatus.FAIL, "as_text", marker=marker, head=head, expected=t.expect
+        )
     if not t.tool_calls:
         return _result(
             t,

@@ -47,10 +47,10 @@ async def test_c9_c12_contracts_zoo_each_defect_suspended_at_its_second_failing_
     reason; no healthy host is suspended, fails or is flagged; the ledger's history says
     what was wrong in words. The stream bounds are scaled to the fleet's time scale (0.25):
     the buffered host's silence is ~1.8 s, so the first-token bar is 3 s and the buffered
-    bound 0.75 s; slow output is enforced (evidence only by default)."""
+    bound 0.9 s; slow output is enforced (evidence only by default)."""
     canary_env.load("contracts-zoo", time_scale=TIME_SCALE, seed=0)
     monkeypatch.setenv("CANARY_PROBE__TTFT_THRESHOLD_S", "3.0")
-    monkeypatch.setenv("CANARY_PROBE__STREAM_BUFFERED_MIN_S", "0.75")
+    monkeypatch.setenv("CANARY_PROBE__STREAM_BUFFERED_MIN_S", "0.9")
     monkeypatch.setenv("CANARY_PROBE__SLOW_OUTPUT_ENFORCE", "true")
     tags = {e["tag"] for e in canary_env.scenario()["models"][0]["endpoints"]}
     assert tags == set(DEFECTIVE) | HEALTHY

@@ -169,3 +169,13 @@ def test_c10_none_check_is_one_trial_the_absolute_rule_decides() -> None:
     assert (bad.status, bad.reason, bad.evidence["peer"]["decision"]) == (S.FAIL, "choice_none_violated", "underpowered")  # fmt: skip
     shared = _round({f"h{i}": [none(f"h{i}", 3)] for i in range(4)})
     assert all(o.reason == "model_level" for items in shared.values() for o in items)
+
+
+def test_c10_a_shared_broken_parser_does_not_hide_another_host() -> None:
+    """C10: with nine hosts whose calls almost all fail, a host failing half its calls is
+    still an outlier: its peers are the hosts within the bar (pool_within_bar)."""
+    sets = {f"broken{i}": [_check(f"broken{i}", "as_text", 11, 12)] for i in range(9)}
+    sets |= {f"h{i}": [_check(f"h{i}", "bad_arguments", 0, 12)] for i in range(14)}
+    sets["half"] = [_check("half", "bad_arguments", 6, 12)]
+    [half] = _round(sets)["half"]
+    assert (half.status, half.evidence["peer"]["peers"], half.evidence["peer"]["decision"]) == (S.FAIL, "0/168", "outlier")  # fmt: skip
