@@ -15,15 +15,16 @@ arrays, `$ref`). A healthy endpoint calls a function (one call, `finish_reason:
 due, by this rule (`fleet/tools.py::turn`):
 
 - `tool_choice: "none"`: never, the reply is text;
-- `{"type": "function", "function": {"name": N}}`: always, to N;
+- `{"type": "function", "function": {"name": N}}`: always, to N (the first tool when N
+  is not among the request's tools);
 - `"required"`: always, to the function the last user message names, else the first;
 - `"auto"` (or absent): only when the LAST USER MESSAGE NAMES A FUNCTION: its exact name
   as a whole identifier (`get_weather`; case-sensitive), or else the last word of a name
   (`weather` of `get_weather` / `getWeather`; three letters at least, case-insensitive,
-  a whole word not touching a letter, digit or `_`, plural `s` allowed); the function named earliest in the text wins. A
-  message that names none is answered in text. Probe prompts in any locale can name the
-  function's identifier literally; a prompt meant to need no tool must contain neither
-  an identifier nor a name's last word.
+  a whole word not touching a letter, digit or `_`, plural `s` allowed); the function
+  named earliest in the text wins. A message that names none is answered in text. Probe
+  prompts in any locale can name the function's identifier literally; a prompt meant to
+  need no tool must contain neither an identifier nor a name's last word.
 - A conversation ending with `tool` messages (the results after the assistant's call)
   is answered in text quoting every scalar value of the results (a JSON result: its
   strings, numbers and booleans, at most eight; another result: its text), in the

@@ -14,8 +14,8 @@ When a call is due (`turn`; the rule the canary's tool probes rely on, also stat
   as a whole identifier (`get_weather`, case-sensitive, not inside a longer identifier),
   or else the last word of a name (`weather` of `get_weather` or `getWeather`, at least
   three letters, case-insensitive, as a whole word: not touching a letter, digit or `_`;
-  an `s` plural allowed). The function
-  named first in the text wins. A message naming none is answered in text.
+  an `s` plural allowed). The function named first in the text wins. A message naming
+  none is answered in text.
 - A conversation that ends with `tool` messages (results after the assistant's call) is
   answered in text that quotes the results' values, unless `tool_choice` forces a call
   (`required` or a named function).

@@ -18,7 +18,7 @@ from fleet import bank, defects, tools
 from fleet.behaviour import EndpointState, plan_request
 from fleet.language import LOCALES
 from fleet.request import parse_request
-from fleet.scenario import load_scenario
+from fleet.scenario import ScenarioError, load_scenario, parse_scenario
 from tests.fleet.signs import KINDS, LLAMA, SCHEMAS, TOOLS, Reply, body, signs
 from tests.fleet.test_fleet_textgen import schemas
 
@@ -218,3 +218,55 @@ def test_healthy_endpoints_never_show_an_issue22_defect(
     assert signs(reply, kind, advertises_tools=tools_on) == set(), (endpoint.tag, plan.content)
     assert len(plan.chunks) > 1 or plan.tool_calls
     assert bool(plan.reasoning) == (endpoint.reasoning == "stream")
+
+
+NEW_KINDS = {
+    "tool_as_text": {"style": "kimi"},
+    "tool_schema_violation": {"modes": ["wrong_enum"]},
+    "tools_ignored": {},
+    "tool_choice_none_violated": {},
+    "tool_result_ignored": {},
+    "reasoning_leak": {"style": "channel"},
+    "bpe_markers": {"share": 0.5},
+    "literal_escapes": {"style": "double_json"},
+    "buffered_stream": {"hold_s": 2.0},
+    "slow_output": {"tokens_per_s": 3.0},
+    "substituted_model": {"served_model": "x/y"},
+    "tool_bad_args": {},
+}
+REQUEST_FOR = {
+    "tool_choice_none_violated": "none",
+    "tool_result_ignored": "result",
+    "tool_schema_violation": "named",
+    "tool_bad_args": "named",
+    "tool_as_text": "required",
+    "tools_ignored": "required",
+}
+
+
+def _one(defect: dict[str, Any]) -> dict[str, Any]:
+    endpoint = {"tag": "x/fp8", "provider_name": "X", "defects": [defect]}
+    return {"models": [{"id": LLAMA, "endpoints": [endpoint]}]}
+
+
+@pytest.mark.parametrize("kind", sorted(NEW_KINDS))
+def test_each_new_kind_works_with_first_n_and_rate(kind: str) -> None:
+    """Each new kind loads from a scenario with `first_n` (the first N requests, then
+    healthy) or `rate`, and labels the request log's `defect` when it shows."""
+    for trigger in ({"first_n": 2}, {"rate": 1.0}):
+        scenario = parse_scenario(_one({"kind": kind, **trigger, **NEW_KINDS[kind]}))
+        endpoint = scenario.models[0].endpoints[0]
+        state = EndpointState(0, LLAMA, endpoint.tag)
+        req = parse_request(body(REQUEST_FOR.get(kind, "text"), endpoint.tag))
+        labels = [
+            plan_request(scenario, scenario.models[0], endpoint, state, req).defect
+            for _ in range(4)
+        ]
+        shown = [label is not None and label.split(":")[0] == kind for label in labels]
+        assert shown == ([True, True, False, False] if "first_n" in trigger else [True] * 4)
+
+
+def test_a_bad_new_kind_parameter_names_its_field() -> None:
+    """A wrong `style` is a ScenarioError naming the field (kind names stripped from the path)."""
+    with pytest.raises(ScenarioError, match=r"models\.0\.endpoints\.0\.defects\.0\.style"):
+        parse_scenario(_one({"kind": "tool_as_text", "rate": 1.0, "style": "json"}))
