@@ -275,10 +275,21 @@ def _stream(first: float, spread: float, chunks: int, chars: int, **kw: Any) -> 
 
 
 def _held(rng: random.Random) -> Transcript:
-    """A buffered reply: one merged chunk, or a buffering proxy flushing every chunk at once."""
+    """A buffered reply: one merged chunk, or a buffering proxy flushing every chunk at once
+    while the client reads keep-alives."""
     chunks = rng.choice([1, 1, rng.randint(10, 300)])
     spread = 0.0 if chunks == 1 else rng.uniform(0.0, 0.005)
-    return _stream(rng.uniform(2.0, 30.0), spread, chunks, rng.randint(60, 1200))
+    first = rng.uniform(2.0, 30.0)
+    idle = first * rng.uniform(0.6, 0.99)
+    return _stream(first, spread, chunks, rng.randint(60, 1200), idle_read_s=idle)
+
+
+def _stalled(rng: random.Random) -> Transcript:
+    """An honest stream read at once by a client that stalled 2-10 s (a busy machine)."""
+    tokens = rng.randint(10, 300)
+    return _stream(
+        rng.uniform(2.0, 10.0), 0.0, tokens, tokens * 4, idle_read_s=rng.uniform(0.0, 0.5)
+    )
 
 
 def stream_cases(
@@ -305,8 +316,10 @@ def stream_cases(
         ),
         SLOW_OUTPUT: (slow_caught, n // 10),
     }
+    stalled = [_stalled(rng) for _ in range(n)]
     fps = {
         "honest streams (buffered)": (sum(buffered(t, CONFIG) for t in honest), len(honest)),
+        "honest streams, client stalled (buffered)": (sum(buffered(t, CONFIG) for t in stalled), n),
         "the same model's names": (
             sum(not same_model(rng.choice(same), MODEL) for _ in range(n)),
             n,
@@ -337,7 +350,7 @@ def _slow_round(rng: random.Random) -> tuple[int, int]:
 
 
 def _line(name: str, k: int, n: int) -> str:
-    return f"  {name:38} {k:6d} / {n:<6d} {k / n if n else float('nan'):7.3f}"
+    return f"  {name:44} {k:6d} / {n:<6d} {k / n if n else float('nan'):7.3f}"
 
 
 def main() -> None:

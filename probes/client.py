@@ -434,6 +434,8 @@ class ProbeClient:
                         break
                 if not had_output and recorder.has_output:
                     scope.reschedule(loop_start + self.config.total_timeout_s)
+                elif not recorder.has_output:
+                    t.idle_read_s = time.perf_counter() - started  # read, and nothing came yet
                 if t.done:
                     break
                 if t.bytes_received > self.config.max_bytes:

@@ -13,7 +13,8 @@ advertises, of the model asked for. They come from the same facts of every text 
 (chunk times and the chunk envelope), not from its words.
 
 - `buffered`: the first output after at least `stream_buffered_min_s` of silence, and the
-  whole content (>= BUFFERED_MIN_CHARS) within BUFFERED_SPREAD of that silence; judged by share
+  whole content (>= BUFFERED_MIN_CHARS) within BUFFERED_SPREAD of that silence, in one chunk
+  or, when the client was demonstrably listening, in a burst (`buffered`); judged by share
   (>= 2 and >= `start_anomaly_share` of the judged text replies), then against the peers.
 - `served_model_mismatch`: the reply's `model`, normalised (`same_model`), is not the model
   asked for; judged by share, then against the peers (a naming every host shares is the
@@ -59,19 +60,28 @@ def _text_reply(t: Transcript) -> bool:
 
 
 def buffered(t: Transcript, config: ProbeConfig) -> bool:
-    """The whole output came at once, after a silence of at least the bound: from the first
-    output of any kind (reasoning streamed first is no silence) to the last content within
-    BUFFERED_SPREAD of the silence, in one or two content chunks or faster than any model
-    streams (BUFFERED_MIN_CPS). A short reply after a slow first token that streamed at
-    a model's speed is honest, however short its spread."""
+    """The whole output came at once, after a silence of at least the bound (from the send to
+    the first output of any kind: reasoning streamed first is no silence), and to the last
+    content within BUFFERED_SPREAD of the silence:
+
+    - as one content chunk: no stream sends a reply so, whatever the client did meanwhile;
+    - as many chunks faster than any model streams (BUFFERED_MIN_CPS), when the client read
+      the stream during the second half of the silence and got nothing (`idle_read_s`): a
+      client that stalled (a busy machine) reads an honest stream's chunks at once too, and
+      that is not the provider's doing.
+
+    A short reply after a slow first token that streamed at a model's speed is honest."""
     first = t.first_token_s
     if first is None or t.last_content_s is None or len(t.text) < BUFFERED_MIN_CHARS:
         return False
     spread = t.last_content_s - first
     if first < config.stream_buffered_min_s or spread > BUFFERED_SPREAD * first:
         return False
-    at_once = t.content_chunks <= 2 or spread <= 0
-    return at_once or (len(t.text) - t.first_chunk_chars) / spread >= BUFFERED_MIN_CPS
+    if t.content_chunks == 1:
+        return True
+    listened = t.idle_read_s is not None and t.idle_read_s >= first / 2
+    fast = spread <= 0 or (len(t.text) - t.first_chunk_chars) / spread >= BUFFERED_MIN_CPS
+    return listened and fast
 
 
 def output_speed(t: Transcript) -> tuple[float, float | None] | None:

@@ -147,6 +147,9 @@ class Transcript(BaseModel):
     last_content_s: float | None = None  # last non-empty content delta
     content_chunks: int = 0  # non-empty content deltas
     first_chunk_chars: int = 0  # characters of the first content delta
+    # the last read before the first output that brought none (keep-alives, headers): the
+    # client was listening then, so a silence after it is the server's (C12)
+    idle_read_s: float | None = None
 
     @property
     def first_token_s(self) -> float | None:

@@ -9,12 +9,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from fleet.scenario import load_scenario
 from flows.canary_round import RoundSummary, canary_round
 from ground.settings import load_settings
 from reports.build import read_ledger
 from reports.frames import endpoint_history
-from tests.fixtures.canary_env import SEED_MODEL, TIME_SCALE
+from tests.fixtures.canary_env import TIME_SCALE
 from tests.fixtures.fleet import FleetHandle
+
+# the zoo's endpoints under a model of their own: the test harness's Prefect state lives for
+# the session, and seed-incidents' rounds of the llama model must not meet these ones
+ZOO_MODEL = "canary-tests/contracts-zoo"
 
 # defective host -> the reason it must be suspended for
 DEFECTIVE = {
@@ -48,7 +53,9 @@ async def test_c9_c12_contracts_zoo_each_defect_suspended_at_its_second_failing_
     what was wrong in words. The stream bounds are scaled to the fleet's time scale (0.25):
     the buffered host's silence is ~1.8 s, so the first-token bar is 3 s and the buffered
     bound 0.9 s; slow output is enforced (evidence only by default)."""
-    canary_env.load("contracts-zoo", time_scale=TIME_SCALE, seed=0)
+    zoo = load_scenario("contracts-zoo").model_dump(mode="json", by_alias=True, exclude_none=True)
+    zoo["models"][0]["id"] = ZOO_MODEL
+    canary_env.load(zoo, time_scale=TIME_SCALE, seed=0)
     monkeypatch.setenv("CANARY_PROBE__TTFT_THRESHOLD_S", "3.0")
     monkeypatch.setenv("CANARY_PROBE__STREAM_BUFFERED_MIN_S", "0.9")
     monkeypatch.setenv("CANARY_PROBE__SLOW_OUTPUT_ENFORCE", "true")
@@ -60,7 +67,7 @@ async def test_c9_c12_contracts_zoo_each_defect_suspended_at_its_second_failing_
     reasons: dict[str, set[str]] = defaultdict(set)
     for n in range(ROUNDS):
         summary = await canary_round(
-            model=SEED_MODEL, mode="enforce", at=start + timedelta(minutes=30 * n)
+            model=ZOO_MODEL, mode="enforce", at=start + timedelta(minutes=30 * n)
         )
         assert isinstance(summary, RoundSummary)
         for tag, _locale, verdict, why in summary.endpoints:
@@ -76,7 +83,7 @@ async def test_c9_c12_contracts_zoo_each_defect_suspended_at_its_second_failing_
         assert reason in reasons[tag], (tag, reasons[tag])
     assert not HEALTHY & set(failing_rounds), {t: reasons[t] for t in HEALTHY & set(failing_rounds)}  # fmt: skip
 
-    probes, decisions = read_ledger(load_settings().resolved_ledger_url, SEED_MODEL, start)
+    probes, decisions = read_ledger(load_settings().resolved_ledger_url, ZOO_MODEL, start)
     history = endpoint_history(probes, decisions, "toolkimi/fp8")
     assert history["evidence"].str.contains("<|tool_call", regex=False).any()
     history = endpoint_history(probes, decisions, "swapped/fp8")

@@ -51,6 +51,15 @@ def test_c12_buffered_needs_silence_and_a_burst() -> None:
     assert not buffered(reply(3.0, 3.0, chunks=1, text="Yes."), CONFIG)  # fits one chunk
 
 
+def test_c12_a_burst_of_chunks_is_buffered_only_when_the_client_was_listening() -> None:
+    """C12: forty chunks flushed at once after 3 s are buffered when the client read the
+    stream late in the silence (keep-alives only); when its last read was at the start (a
+    stalled client reads an honest stream at once too) they are not the provider's doing."""
+    assert buffered(reply(3.0, 3.001, idle_read_s=2.8), CONFIG)
+    assert not buffered(reply(3.0, 3.001, idle_read_s=0.01), CONFIG)
+    assert not buffered(reply(3.0, 3.001), CONFIG)
+
+
 def test_c12_output_speed_after_the_first_token() -> None:
     """C12: characters and tokens per second after the first chunk; none for a burst."""
     cps, tps = output_speed(reply(0.5, 2.5)) or (0, 0)
