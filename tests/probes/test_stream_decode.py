@@ -122,3 +122,27 @@ def test_c10_c12_listing_fields() -> None:
     assert a.supports_tools and a.supports_tool_choice("required") and not a.supports_tool_choice("none")  # fmt: skip
     assert b.tool_choices is None and b.supports_tool_choice("none") and b.throughput_p50_tps is None  # fmt: skip
     assert not b.supports_tools
+
+
+def test_c11_reasoning_disabled_and_its_tokens_are_evidence_only() -> None:
+    """C11: with `disable_reasoning` the probes of an endpoint advertising `reasoning` ask
+    for none (and only those); reasoning tokens a reply still reports are evidence on the
+    start outcome, never a failure."""
+    from ground.settings import ProbeConfig
+    from probes.client import ProbeClient
+    from probes.probeset import reasoning_evidence
+    from probes.types import Endpoint
+
+    thinker = Endpoint(model_id="m/x", tag="t/bf16", provider_name="T", supported_parameters=("reasoning",))  # fmt: skip
+    plain = thinker.model_copy(update={"supported_parameters": ()})
+    on = ProbeClient("http://127.0.0.1:9/api/v1", "k", ProbeConfig(disable_reasoning=True))
+    off = ProbeClient("http://127.0.0.1:9/api/v1", "k", ProbeConfig())
+    assert on.request_body(thinker, [])["reasoning"] == {"enabled": False}
+    assert "reasoning" not in on.request_body(plain, []) and "reasoning" not in off.request_body(thinker, [])  # fmt: skip
+    base = {"request_id": "r", "model_id": "m/x", "tag": "t/bf16", "pinned_provider": "T", "contract": Contract.START}  # fmt: skip
+    usage = {"completion_tokens": 50, "completion_tokens_details": {"reasoning_tokens": 12}}
+    ts = [
+        Transcript(**base, reasoning_disabled=True, usage=usage),
+        Transcript(**base, usage=usage, reasoning_chars=40),
+    ]
+    assert reasoning_evidence(ts) == {"streamed_chars": 40, "tokens_while_disabled": 12}
