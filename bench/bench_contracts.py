@@ -15,10 +15,11 @@ Cases are derived, seeded, never stored:
   from fleet/tools.py, unknown names, text instead of a call, finish reasons, broken deltas
   through the stream recorder, `none` violated, results ignored in 17 locales, trigger
   misses), judged by probes/tools.py;
-- stream reasons: buffered replies (silence 2-30 s, the whole reply in one chunk or flushed
-  within 5 ms) against honest ones (first token 0.1-9 s, then 10-300 tokens at 10-200
-  tokens/s), another model's name against the same model's
-  spellings, a host at 3-20% of its peers' speed against peers spread +-40%.
+- stream reasons: buffered replies (2-30 s of silence after the headers, the whole reply in
+  one chunk or flushed within 5 ms while the client reads keep-alives) against honest ones
+  (first token 0.1-9 s, then 10-300 tokens at 10-200 tokens/s; a stalled client reading
+  them at once; a busy host whose headers come late too), another model's name against the
+  same model's spellings, a host at 3-20% of its peers' speed against peers spread +-40%.
 Healthy cases: the clean corpus and the bank (every start reason), healthy calls with
 arguments the fleet generates for the probes' schemas, text answers, results used in 17
 locales, honest streams, the same model's names, peers of ordinary spread.
@@ -279,9 +280,17 @@ def _held(rng: random.Random) -> Transcript:
     while the client reads keep-alives."""
     chunks = rng.choice([1, 1, rng.randint(10, 300)])
     spread = 0.0 if chunks == 1 else rng.uniform(0.0, 0.005)
-    first = rng.uniform(2.0, 30.0)
-    idle = first * rng.uniform(0.6, 0.99)
-    return _stream(first, spread, chunks, rng.randint(60, 1200), idle_read_s=idle)
+    opened = rng.uniform(0.05, 0.5)  # headers (and keep-alives) at once, then silence
+    first = opened + rng.uniform(2.0, 30.0)
+    idle = opened + (first - opened) * rng.uniform(0.6, 0.99)
+    return _stream(first, spread, chunks, rng.randint(60, 1200), headers_s=opened, idle_read_s=idle)
+
+
+def _late(rng: random.Random) -> Transcript:
+    """A busy host: its headers come late (the request queued), then its tokens at once."""
+    tokens, first = rng.randint(10, 300), rng.uniform(2.0, 10.0)
+    opened = first - rng.uniform(0.0, 0.3)
+    return _stream(first, 0.0, tokens, tokens * 4, headers_s=opened, idle_read_s=opened)
 
 
 def _stalled(rng: random.Random) -> Transcript:
@@ -317,9 +326,11 @@ def stream_cases(
         SLOW_OUTPUT: (slow_caught, n // 10),
     }
     stalled = [_stalled(rng) for _ in range(n)]
+    late = [_late(rng) for _ in range(n)]
     fps = {
         "honest streams (buffered)": (sum(buffered(t, CONFIG) for t in honest), len(honest)),
         "honest streams, client stalled (buffered)": (sum(buffered(t, CONFIG) for t in stalled), n),
+        "a busy host answering late, then at once": (sum(buffered(t, CONFIG) for t in late), n),
         "the same model's names": (
             sum(not same_model(rng.choice(same), MODEL) for _ in range(n)),
             n,
@@ -338,7 +349,7 @@ def _slow_round(rng: random.Random) -> tuple[int, int]:
     for i in range(15):
         speed = base * (rng.uniform(0.03, 0.2) if i == 0 else rng.uniform(0.6, 1.4))
         ts = [_stream(0.3, 300 / speed, 60, 304, request_id=f"r{j}") for j in range(6)]
-        first, _ = judge_stream(endpoint, ts, CONFIG)
+        first = judge_stream(endpoint, ts, CONFIG)[0]
         results[f"h{i}"] = ProbeSetResult(
             tag=f"h{i}", locale="en", outcomes={Contract.STREAM: first}
         )

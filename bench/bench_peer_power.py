@@ -16,50 +16,35 @@ host whose replies are defective with rate r:
     suspended  = P(round)^2: it fails two consecutive rounds (Q2), i.e. it is suspended at its
                  second round
     flagged    = 1 - (1 - P(round))^2: it fails at least one of two rounds
+
+The exact computation lives in `probes/power.py` (the budget's minimum start samples uses it).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ground.settings import ProbeConfig  # noqa: E402
-from probes.exact import binom_pmf, bonferroni, fisher_greater  # noqa: E402
-from probes.integrity import MIN_ANOMALOUS  # noqa: E402
+from probes.exact import bonferroni, fisher_greater  # noqa: E402
+from probes.power import fails as _fails  # noqa: E402
+from probes.power import min_start_samples  # noqa: E402
+from probes.power import p_round as _p_round  # noqa: E402
 
 DEFAULTS = ProbeConfig()
-PEER_ALPHA, MIN_EFFECT = DEFAULTS.peer_alpha, DEFAULTS.peer_min_effect
-MIN_REPLIES, MIN_SHARE = DEFAULTS.start_anomaly_min_replies, DEFAULTS.start_anomaly_share
-TAIL = 1e-12  # peer outcomes less likely than this are left out of the sum
+PEER_ALPHA = DEFAULTS.peer_alpha
 
 
-def above_bar(k: int, n: int) -> bool:
-    return n >= MIN_REPLIES and k >= MIN_ANOMALOUS and k / n >= MIN_SHARE
-
-
-@cache
 def fails(k: int, n: int, kp: int, np_: int, m: int) -> bool:
-    if not above_bar(k, n):
-        return False
-    p = bonferroni(fisher_greater(k, n, kp, np_), m)
-    return p <= PEER_ALPHA and k / n - kp / np_ >= MIN_EFFECT
+    return _fails(k, n, kp, np_, m, DEFAULTS)
 
 
 def p_round(r: float, n: int, peers: int, base: float) -> float:
-    np_ = peers * n
-    m = peers + 1
-    total = 0.0
-    for kp in range(np_ + 1):
-        w = binom_pmf(kp, np_, base)
-        if w < TAIL and kp > np_ * base:
-            break
-        total += w * sum(binom_pmf(k, n, r) for k in range(n + 1) if fails(k, n, kp, np_, m))
-    return total
+    return _p_round(r, n, peers, base, DEFAULTS)
 
 
 def smallest_rate(target: float, fn: object, **kw: float) -> float:
@@ -115,6 +100,13 @@ def main() -> None:
             f"{s:>13} {requests:>8} {n:>7} {k_min!s:>9} {per_round:>9.3f} {flagged:>15.3f} "
             f"{suspended:>12.3f} {seed:>14.4f} {healthy:>18.1e}{mark}"
         )
+    print()
+    print(
+        "smallest start samples at which the 19/20 host is suspended at its second round "
+        f"with 95%: {min_start_samples(DEFAULTS)} (the incident, 14 healthy peers), "
+        f"{min_start_samples(DEFAULTS, peers=20, anomalous_peers=1)} (the seed-incidents "
+        "fleet: 20 healthy peers and one anomalous on every reply); the budget's minimum"
+    )
     print()
     print(
         "r: round = smallest defect rate failed in one round with the target probability;\n"

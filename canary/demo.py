@@ -2,7 +2,7 @@
 one machine with embedded defaults.
 
 1. a fresh local Prefect server on SQLite (under `<CANARY_HOME>/demo`),
-2. the `seed-incidents` fleet on loopback (23 endpoints: both incidents and most defect
+2. the `seed-incidents` fleet on loopback (24 endpoints: both incidents and most defect
    classes; the rest are in the `defect-zoo` scenario),
 3. canary rounds in enforce mode at logical times t, t+30 min, t+60 min, ...,
    printing which hosts failed what and the resulting provider.ignore,

@@ -20,15 +20,19 @@ attempt's scripted TTFT counts from when it started (the first from the
 request's arrival). The request log holds one entry per HTTP request (its
 `attempts` list names every endpoint tried) and keeps the newest 10,000.
 `Retry-After` values are sent as scripted (not scaled by `time_scale`).
+
+The endpoints are module-level Starlette endpoints; what the fleet remembers lives on
+`app.state.fleet` (`fleet.state.FleetState`). The key is checked by `wire.auth` (as the
+gateway checks its keys); a body that cannot be served is answered, and for the chat
+endpoint logged, by the class of its error through one table per endpoint
+(`CHAT_BODY_ERRORS`: 400, `SCENARIO_BODY_ERRORS`: 422).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
-import time
-import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +44,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from fleet.behaviour import EndpointState, Plan, plan_request
+from fleet.behaviour import Plan, plan_request
 from fleet.language import warm_up
-from fleet.listing import endpoints_json, model_json
+from fleet.listing import endpoints_json, models_json
 from fleet.request import ChatRequest, RequestError, count_images, parse_request, prompt_tokens
 from fleet.responses import (
     RAW_SEND,
@@ -52,40 +56,297 @@ from fleet.responses import (
     pre_error_response,
     stream_reply,
 )
-from fleet.scenario import ModelSpec, Scenario, ScenarioError, load_scenario, parse_scenario
+from fleet.scenario import (
+    EndpointSpec,
+    ModelSpec,
+    Scenario,
+    ScenarioError,
+    load_scenario,
+    parse_scenario,
+)
 from fleet.schema_check import SchemaProblem
 from fleet.selection import NoCandidate, ProviderPrefs, candidates
+from fleet.state import FleetState, log_entry
+from wire.auth import bearer_token, key_matches
 
 _ARRIVAL = "fleet.arrival"
-MAX_LOG_ENTRIES = 10_000
+_CHAT_PATH = "/api/v1/chat/completions"
 
 
-class FleetState:
-    """The running scenario, per-endpoint RNGs/counters and the request log."""
+# ---- request bodies that cannot be served ---------------------------------------------
 
-    def __init__(self, scenario: Scenario, key: str) -> None:
-        self.key = key
-        self.log: list[dict[str, Any]] = []
-        self.load(scenario)
 
-    def load(self, scenario: Scenario) -> None:
-        self.scenario = scenario
-        self.seq = 0
-        self.endpoints = {
-            (m.id, e.tag): EndpointState(scenario.seed, m.id, e.tag)
-            for m in scenario.models
-            for e in m.endpoints
+@dataclass(frozen=True)
+class BodyError:
+    """How a request body's error is answered: `status`, OpenRouter's `error_type`, the
+    message (`{exc}` is the error's text) and, for the chat log, the entry's `error`
+    (None: the entry has none) and whether it shows the body as text (it was not JSON)."""
+
+    status: int
+    error_type: str
+    message: str = "{exc}"
+    logged_error: str | None = None
+    logs_text: bool = False
+
+    def respond(self, exc: Exception) -> JSONResponse:
+        return error_response(self.status, self.message.format(exc=exc), self.error_type)
+
+
+_NOT_JSON = BodyError(400, "invalid_request", "Invalid JSON body: {exc}", "malformed JSON", True)
+CHAT_BODY_ERRORS: dict[type[Exception], BodyError] = {
+    json.JSONDecodeError: _NOT_JSON,
+    UnicodeDecodeError: _NOT_JSON,
+    RequestError: BodyError(400, "invalid_request"),  # not a chat request, or an unknown model
+    SchemaProblem: BodyError(400, "invalid_request", "invalid request: {exc}", "{exc}"),
+}
+"""`POST /api/v1/chat/completions`: every refused body is logged (as OpenRouter's 400s)."""
+
+_SCENARIO_NOT_JSON = BodyError(422, "unprocessable", "Invalid JSON body: {exc}")
+SCENARIO_BODY_ERRORS: dict[type[Exception], BodyError] = {
+    json.JSONDecodeError: _SCENARIO_NOT_JSON,
+    UnicodeDecodeError: _SCENARIO_NOT_JSON,
+    ScenarioError: BodyError(422, "unprocessable"),
+}
+"""`POST /_fleet/scenario`: a control request, answered 422 and never logged."""
+_CHAT_REFUSED = tuple(CHAT_BODY_ERRORS)
+_SCENARIO_REFUSED = tuple(SCENARIO_BODY_ERRORS)
+
+
+def body_error(table: dict[type[Exception], BodyError], exc: Exception) -> BodyError:
+    """The rule for `exc`: its class's, else its nearest base class's in `table`."""
+    for cls in type(exc).__mro__:
+        if cls in table:
+            return table[cls]
+    raise LookupError(f"no body-error rule for {type(exc).__name__}")
+
+
+def _refuse_chat(
+    fleet: FleetState,
+    exc: Exception,
+    body: Any,
+    raw: bytes = b"",
+    *,
+    stream: bool = False,
+    attempts: list[dict[str, Any]] | None = None,
+) -> Response:
+    """Log a chat body that cannot be served and answer it by `CHAT_BODY_ERRORS`."""
+    rule = body_error(CHAT_BODY_ERRORS, exc)
+    logged = raw.decode("utf-8", errors="replace") if rule.logs_text else body
+    entry = fleet.record(log_entry(logged, rule.status, None, stream, attempts))
+    if rule.logged_error is not None:
+        entry["error"] = rule.logged_error.format(exc=exc)
+    return rule.respond(exc)
+
+
+# ---- the OpenRouter surface -----------------------------------------------------------
+
+
+async def root(request: Request) -> Response:
+    fleet: FleetState = request.app.state.fleet
+    return JSONResponse(
+        {
+            "fleet": fleet.scenario.name,
+            "base_url": str(request.base_url) + "api/v1",
+            "models": [m.id for m in fleet.scenario.models],
         }
+    )
 
-    def describe(self) -> dict[str, Any]:
-        data = self.scenario.model_dump(mode="json")
-        scale = self.scenario.time_scale
-        for model, spec in zip(data["models"], self.scenario.models, strict=True):
-            for ep, e in zip(model["endpoints"], spec.endpoints, strict=True):
-                slow = [f.ttft_s for f in e.faults if f.kind == "slow_first_token"]
-                ep["scripted_ttft_s"] = round(e.timing.ttft_s * scale, 6)
-                ep["scripted_slow_ttft_s"] = round(slow[0] * scale, 6) if slow else None
-        return data
+
+async def list_models(request: Request) -> Response:
+    fleet: FleetState = request.app.state.fleet
+    return JSONResponse(models_json(list(fleet.scenario.models)))
+
+
+async def list_endpoints(request: Request) -> Response:
+    fleet: FleetState = request.app.state.fleet
+    m = fleet.scenario.model(f"{request.path_params['author']}/{request.path_params['slug']}")
+    if m is None:
+        return error_response(404, "Resource not found", "not_found")
+    return JSONResponse(endpoints_json(m))
+
+
+async def chat(request: Request) -> Response:
+    """`POST /api/v1/chat/completions`: the key first (an unauthenticated body is neither
+    parsed nor logged), then the body, then the candidates."""
+    fleet: FleetState = request.app.state.fleet
+    token = bearer_token(request.headers.get("authorization"))
+    if not key_matches(token, [fleet.key]):
+        fleet.record(log_entry(None, 401, None))
+        msg = "No auth credentials found" if token is None else "User not found."
+        return error_response(401, msg, "authentication")
+    raw = await request.body()
+    body: Any = None
+    try:
+        body = json.loads(raw)
+        req = parse_request(body)
+        m = fleet.scenario.model(req.model)
+        if m is None:
+            raise RequestError(f"{req.model} is not a valid model ID")
+    except _CHAT_REFUSED as exc:
+        return _refuse_chat(fleet, exc, body, raw)
+    arrival = request.scope.get(_ARRIVAL, asyncio.get_running_loop().time())
+    return await _serve(fleet, req, body, m, arrival)
+
+
+async def _serve(
+    fleet: FleetState, req: ChatRequest, body: dict[str, Any], m: ModelSpec, started: float
+) -> Response:
+    """Try the candidates; each attempt's scripted delay counts from when it started
+    (the first from the request's arrival, so parsing time is not added on top)."""
+    prefs = req.provider or ProviderPrefs()
+    images = count_images(req)
+    found = candidates(m, prefs, body, prompt_tokens(req, fleet.scenario.image_tokens), images > 0)
+    if isinstance(found, NoCandidate):
+        fleet.record(log_entry(body, found.status, None))
+        return error_response(found.status, found.message, found.error_type)
+    attempts: list[dict[str, Any]] = []
+    try:
+        plan, started = await _attempt(
+            fleet, req, m, found if prefs.allow_fallbacks else found[:1], started, attempts
+        )
+    except SchemaProblem as exc:  # e.g. an instance too large to generate
+        return _refuse_chat(fleet, exc, body, stream=req.stream, attempts=attempts)
+    gen_id = fleet.next_generation_id(m.id, plan.endpoint.tag)
+    entry = fleet.record(log_entry(body, attempts[-1]["status"], plan, req.stream, attempts))
+    if plan.pre_error is not None:
+        await _wait_until(started + plan.delay_s)
+        entry["outcome"] = "reset" if plan.pre_error.reset else "http_error"
+        return pre_error_response(plan.pre_error)
+    if req.stream:
+        gen = stream_reply(plan, m, gen_id, fleet.scenario.time_scale, images, entry, started)
+        return SSEResponse(gen, entry)
+    return await complete_reply(plan, m, gen_id, images, entry, started)
+
+
+async def _attempt(
+    fleet: FleetState,
+    req: ChatRequest,
+    m: ModelSpec,
+    tries: list[EndpointSpec],
+    started: float,
+    attempts: list[dict[str, Any]],
+) -> tuple[Plan, float]:
+    """Plan the candidates in turn, appending each to `attempts`, until one does not fail
+    before its first token or none is left: that plan, and when its attempt started (a
+    failed attempt's scripted delay passes before the next one starts)."""
+    plan: Plan | None = None
+    for i, endpoint in enumerate(tries):
+        plan = plan_request(fleet.scenario, m, endpoint, fleet.endpoints[(m.id, endpoint.tag)], req)
+        attempts.append(
+            {
+                "tag": endpoint.tag,
+                "provider_name": plan.served_as,
+                "status": plan.pre_error.status if plan.pre_error else 200,
+                "reset": bool(plan.pre_error and plan.pre_error.reset),
+                "fault": plan.fault,
+                "defect": plan.defect,
+            }
+        )
+        if plan.pre_error is None or i == len(tries) - 1:
+            break
+        await _wait_until(started + plan.delay_s)
+        started = asyncio.get_running_loop().time()
+    assert plan is not None  # `candidates` never returns an empty list
+    return plan, started
+
+
+async def _wait_until(when: float) -> None:
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(max(0.0, when - loop.time()))
+
+
+# ---- the /_fleet controls -------------------------------------------------------------
+
+
+async def requests_log(request: Request) -> Response:
+    """`GET` the request log, newest last; `DELETE` clears it."""
+    fleet: FleetState = request.app.state.fleet
+    if request.method == "DELETE":
+        n = len(fleet.log)
+        fleet.log.clear()
+        return JSONResponse({"cleared": n})
+    return JSONResponse(fleet.log)
+
+
+async def scenario_control(request: Request) -> Response:
+    """`GET` the active scenario; `POST` loads another (`SCENARIO_BODY_ERRORS` when not)."""
+    fleet: FleetState = request.app.state.fleet
+    if request.method == "GET":
+        return JSONResponse(fleet.describe())
+    try:
+        new = _requested_scenario(json.loads(await request.body()))
+    except _SCENARIO_REFUSED as exc:
+        return body_error(SCENARIO_BODY_ERRORS, exc).respond(exc)
+    fleet.load(new)
+    return JSONResponse(fleet.describe())
+
+
+def _requested_scenario(data: Any) -> Scenario:
+    """The scenario a `POST /_fleet/scenario` body names or holds, with its overrides."""
+    if not isinstance(data, dict) or ("name" in data) == ("scenario" in data):
+        raise ScenarioError(
+            'give exactly one of "name" (a built-in scenario or a path) or "scenario" (a full scenario object)'
+        )
+    if "name" in data and not isinstance(data["name"], str):
+        raise ScenarioError(
+            f'"name" must be a string (a built-in scenario or a path), got {type(data["name"]).__name__}'
+        )
+    new = (
+        load_scenario(data["name"])
+        if "name" in data
+        else parse_scenario(data["scenario"], "scenario")
+    )
+    overrides = {k: data[k] for k in ("time_scale", "seed") if data.get(k) is not None}
+    if overrides:
+        new = parse_scenario({**new.model_dump(mode="json"), **overrides}, "scenario")
+    return new
+
+
+async def http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404 / 405 in OpenRouter's envelope."""
+    assert isinstance(exc, HTTPException)
+    return error_response(
+        exc.status_code,
+        exc.detail or "error",
+        "not_found" if exc.status_code == 404 else "invalid_request",
+    )
+
+
+ROUTES = [
+    Route("/", root),
+    Route("/api/v1/models", list_models),
+    Route("/api/v1/models/{author}/{slug}/endpoints", list_endpoints),
+    Route(_CHAT_PATH, chat, methods=["POST"]),
+    Route("/_fleet/requests", requests_log, methods=["GET", "DELETE"]),
+    Route("/_fleet/scenario", scenario_control, methods=["GET", "POST"]),
+]
+
+
+# ---- the app --------------------------------------------------------------------------
+
+
+class FleetApp:
+    """The Starlette app behind a thin front that stamps each request's arrival (the
+    scripted TTFT counts from it) and sends the chat hot path straight to its endpoint:
+    routing and middleware cost a few hundred microseconds per message."""
+
+    def __init__(self, app: Starlette) -> None:
+        self.app = app
+        self.state: FleetState = app.state.fleet
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[RAW_SEND] = send
+            scope[_ARRIVAL] = asyncio.get_running_loop().time()
+            # let every request that arrived in this loop iteration stamp its arrival
+            # before any of them is processed, so a burst does not delay later ones
+            await asyncio.sleep(0)
+            if scope["path"] == _CHAT_PATH and scope["method"] == "POST":
+                scope["app"] = self.app
+                response = await chat(Request(scope, receive))
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def create_app(scenario: Scenario | str | Path, *, key: str | SecretStr) -> ASGIApp:
@@ -93,212 +354,7 @@ def create_app(scenario: Scenario | str | Path, *, key: str | SecretStr) -> ASGI
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
     secret = key.get_secret_value() if isinstance(key, SecretStr) else key
-    state = FleetState(scenario, secret)
     warm_up()
-
-    def log(entry: dict[str, Any]) -> dict[str, Any]:
-        state.log.append(entry)
-        if len(state.log) > MAX_LOG_ENTRIES:  # a long demo must not grow without bound
-            del state.log[: len(state.log) - MAX_LOG_ENTRIES]
-        return entry
-
-    async def list_models(request: Request) -> Response:
-        return JSONResponse({"data": [model_json(m) for m in state.scenario.models]})
-
-    async def list_endpoints(request: Request) -> Response:
-        model_id = f"{request.path_params['author']}/{request.path_params['slug']}"
-        m = state.scenario.model(model_id)
-        if m is None:
-            return error_response(404, "Resource not found", "not_found")
-        return JSONResponse(endpoints_json(m))
-
-    async def chat(request: Request) -> Response:
-        # auth before the body is even read: an unauthenticated body is neither parsed nor logged
-        auth = request.headers.get("authorization", "")
-        token = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-        if not token or not hmac.compare_digest(token.encode(), state.key.encode()):
-            log(_entry(None, 401, None))
-            msg = "No auth credentials found" if not token else "User not found."
-            return error_response(401, msg, "authentication")
-        raw = await request.body()
-        try:
-            body: Any = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            body = raw.decode("utf-8", errors="replace")
-            entry = log(_entry(body, 400, None))
-            entry["error"] = "malformed JSON"
-            return error_response(400, f"Invalid JSON body: {exc}", "invalid_request")
-        try:
-            req = parse_request(body)
-        except RequestError as exc:
-            log(_entry(body, 400, None))
-            return error_response(400, str(exc), "invalid_request")
-        m = state.scenario.model(req.model)
-        if m is None:
-            log(_entry(body, 400, None))
-            return error_response(400, f"{req.model} is not a valid model ID", "invalid_request")
-        arrival = request.scope.get(_ARRIVAL, asyncio.get_running_loop().time())
-        return await _serve(req, body, m, arrival)
-
-    async def _serve(
-        req: ChatRequest, body: dict[str, Any], m: ModelSpec, started: float
-    ) -> Response:
-        """Try the candidates; each attempt's scripted delay counts from when it started
-        (the first from the request's arrival, so parsing time is not added on top)."""
-        loop = asyncio.get_running_loop()
-        prefs = req.provider or ProviderPrefs()
-        images = count_images(req)
-        found = candidates(
-            m, prefs, body, prompt_tokens(req, state.scenario.image_tokens), images > 0
-        )
-        if isinstance(found, NoCandidate):
-            log(_entry(body, found.status, None))
-            return error_response(found.status, found.message, found.error_type)
-        tries = found if prefs.allow_fallbacks else found[:1]
-        attempts: list[dict[str, Any]] = []
-        plan: Plan | None = None
-        for i, endpoint in enumerate(tries):
-            try:
-                plan = plan_request(
-                    state.scenario, m, endpoint, state.endpoints[(m.id, endpoint.tag)], req
-                )
-            except SchemaProblem as exc:  # e.g. an instance too large to generate
-                log(_entry(body, 400, None, req.stream, attempts))["error"] = str(exc)
-                return error_response(400, f"invalid request: {exc}", "invalid_request")
-            status = plan.pre_error.status if plan.pre_error else 200
-            attempts.append(
-                {
-                    "tag": endpoint.tag,
-                    "provider_name": plan.served_as,
-                    "status": status,
-                    "reset": bool(plan.pre_error and plan.pre_error.reset),
-                    "fault": plan.fault,
-                    "defect": plan.defect,
-                }
-            )
-            if plan.pre_error is None or i == len(tries) - 1:
-                break
-            await asyncio.sleep(max(0.0, started + plan.delay_s - loop.time()))
-            started = loop.time()
-        assert plan is not None
-        state.seq += 1
-        gen_id = f"gen-{state.seq:06d}-{zlib.crc32(f'{m.id}|{plan.endpoint.tag}'.encode()):08x}"
-        entry = log(_entry(body, attempts[-1]["status"], plan, req.stream, attempts))
-        if plan.pre_error is not None:
-            await asyncio.sleep(max(0.0, started + plan.delay_s - loop.time()))
-            entry["outcome"] = "reset" if plan.pre_error.reset else "http_error"
-            return pre_error_response(plan.pre_error)
-        if req.stream:
-            gen = stream_reply(plan, m, gen_id, state.scenario.time_scale, images, entry, started)
-            return SSEResponse(gen, entry)
-        return await complete_reply(plan, m, gen_id, images, entry, started)
-
-    async def get_requests(request: Request) -> Response:
-        if request.method == "DELETE":
-            n = len(state.log)
-            state.log.clear()
-            return JSONResponse({"cleared": n})
-        return JSONResponse(state.log)
-
-    async def scenario_control(request: Request) -> Response:
-        if request.method == "GET":
-            return JSONResponse(state.describe())
-        try:
-            data = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return error_response(422, f"Invalid JSON body: {exc}", "unprocessable")
-        if not isinstance(data, dict) or ("name" in data) == ("scenario" in data):
-            return error_response(
-                422,
-                'give exactly one of "name" (a built-in scenario or a path) or "scenario" (a full scenario object)',
-                "unprocessable",
-            )
-        if "name" in data and not isinstance(data["name"], str):
-            return error_response(
-                422,
-                f'"name" must be a string (a built-in scenario or a path), got {type(data["name"]).__name__}',
-                "unprocessable",
-            )
-        try:
-            new = (
-                load_scenario(data["name"])
-                if "name" in data
-                else parse_scenario(data["scenario"], "scenario")
-            )
-            overrides = {k: data[k] for k in ("time_scale", "seed") if data.get(k) is not None}
-            if overrides:
-                new = parse_scenario({**new.model_dump(mode="json"), **overrides}, "scenario")
-        except ScenarioError as exc:
-            return error_response(422, str(exc), "unprocessable")
-        state.load(new)
-        return JSONResponse(state.describe())
-
-    async def root(request: Request) -> Response:
-        return JSONResponse(
-            {
-                "fleet": state.scenario.name,
-                "base_url": str(request.base_url) + "api/v1",
-                "models": [m.id for m in state.scenario.models],
-            }
-        )
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        return error_response(
-            exc.status_code,
-            exc.detail or "error",
-            "not_found" if exc.status_code == 404 else "invalid_request",
-        )
-
-    app = Starlette(
-        routes=[
-            Route("/", root),
-            Route("/api/v1/models", list_models),
-            Route("/api/v1/models/{author}/{slug}/endpoints", list_endpoints),
-            Route("/api/v1/chat/completions", chat, methods=["POST"]),
-            Route("/_fleet/requests", get_requests, methods=["GET", "DELETE"]),
-            Route("/_fleet/scenario", scenario_control, methods=["GET", "POST"]),
-        ],
-        exception_handlers={HTTPException: http_error},
-    )
-
-    async def asgi(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            scope[RAW_SEND] = send
-            scope[_ARRIVAL] = asyncio.get_running_loop().time()
-            # let every request that arrived in this loop iteration stamp its arrival
-            # before any of them is processed, so a burst does not delay later ones
-            await asyncio.sleep(0)
-            if scope["path"] == "/api/v1/chat/completions" and scope["method"] == "POST":
-                # the hot path skips routing and middleware (a few hundred us per message)
-                response = await chat(Request(scope, receive))
-                await response(scope, receive, send)
-                return
-        await app(scope, receive, send)
-
-    asgi.state = state  # type: ignore[attr-defined]
-    return asgi
-
-
-def _entry(
-    body: Any,
-    status: int,
-    plan: Plan | None,
-    stream: bool = False,
-    attempts: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    return {
-        "ts": time.time(),
-        "model": body.get("model") if isinstance(body, dict) else None,
-        "tag": plan.endpoint.tag if plan else None,
-        "provider_name": plan.served_as if plan else None,
-        "status": status,
-        "stream": stream,
-        "locale": plan.locale if plan else None,
-        "scripted_ttft_s": round(plan.delay_s, 6) if plan else None,
-        "fault": plan.fault if plan else None,
-        "defect": plan.defect if plan else None,
-        "attempts": attempts or [],
-        "outcome": None,
-        "body": body,
-    }
+    app = Starlette(routes=ROUTES, exception_handlers={HTTPException: http_error})
+    app.state.fleet = FleetState(scenario, secret)
+    return FleetApp(app)

@@ -33,6 +33,19 @@ def model_json(m: ModelSpec) -> dict[str, Any]:
             "is_moderated": False,
         },
         "supported_parameters": sorted({p for e in m.endpoints for p in e.supported_parameters}),
+        "default_parameters": None,
+        "per_request_limits": None,
+        "supported_voices": None,
+        "links": {"details": f"/api/v1/models/{m.id}/endpoints"},
+    }
+
+
+def models_json(models: list[ModelSpec]) -> dict[str, Any]:
+    """The body of `GET /models`: every model, one page."""
+    return {
+        "data": [model_json(m) for m in models],
+        "links": {"next": None},
+        "total_count": len(models),
     }
 
 

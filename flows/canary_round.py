@@ -5,7 +5,8 @@
                  language failure) right after its own probes
              ─► majority vote (2 of 3) ─► peer comparison (each rate contract against the
                  other endpoints; model-level findings) ─► round verdicts (controls judge
-                 the refusal probe)                                  (flows/judging.py)
+                 the refusal probe; against what each endpoint is held to) and the round's
+                 bill                                                (flows/judging.py)
              ─► policy step with the capacity floor ─► apply (enforce) / record (observe),
                  under the round lock and the state-write lock                (`_apply`)
              ─► a `verdict` task run per endpoint with a story (red when a contract
@@ -21,6 +22,10 @@ lock, a renewed lease that a killed or cut-off round cannot keep (`flows/roundlo
 and a round whose logical time was already applied ends `Cancelled` without touching
 state, so two rounds started at once for the same slot count once (the deployment's own
 `CANCEL_NEW` limit does the same for schedules).
+
+Before probing, the round's budget (flows/budget.py, quarantine/budget.py) decides how it
+probes: in full, with fewer start samples, with its contracts rotated, or (when not even
+that is affordable) not at all: every endpoint frozen with the reason `budget`, an alert.
 
 The canary distrusts itself: a *blind* round (our key or credits refused, or too many
 endpoints unreachable; `quarantine/blind.py`) applies nothing, ends Failed with its
@@ -46,7 +51,15 @@ from prefect.states import Cancelled, Completed, Failed, State
 from flows import tasks
 from flows.applied import AppliedRound
 from flows.blind import end_blind
-from flows.judging import Judged, mark_verdicts, probe_and_judge, round_report, stored_mode
+from flows.budget import round_budget
+from flows.judging import (
+    Judged,
+    frozen_for_budget,
+    mark_verdicts,
+    probe_and_judge,
+    round_report,
+    stored_mode,
+)
 from flows.round_audit import RoundSummary, publish
 from flows.roundlock import round_lock
 from flows.roundplan import RoundPlan, plan_round, round_id, round_index
@@ -61,6 +74,7 @@ from quarantine.adapters.lease import Lease
 from quarantine.adapters.locking import serialised
 from quarantine.adapters.store import aload_state, state_lock_name
 from quarantine.blind import blind_discovery, blind_round
+from quarantine.budget import BudgetLevel
 from quarantine.clock import clock_ahead, future_at
 from quarantine.errors import LeaseLostError, LeaseTimeoutError
 from quarantine.models import Mode, ModelState
@@ -202,12 +216,16 @@ async def _round(
         "round %s: %d endpoints (%d controls), mode %s",
         plan.round_id, len(plan.targets), len(plan.controls), mode.value,
     )  # fmt: skip
-    judged = await probe_and_judge(plan, settings.probe.concurrency)
-    audited = False
-    try:
+    budget = round_budget(plan, state, settings)
+    if budget.level is BudgetLevel.FROZEN:  # nothing probed, so nothing to be blind about
+        judged, blind = frozen_for_budget(plan, state, budget), None
+    else:
+        judged = await probe_and_judge(plan, settings.probe.concurrency, state, budget)
         blind = blind_round(
             judged.verdicts, judged.voted, transport_share=settings.blind_transport_share
         )
+    audited = False
+    try:
         if blind is not None:
             return await end_blind(
                 model, plan.round_id, at, blind, settings.notification_block, logger

@@ -5,6 +5,9 @@ after the verdict and ending in a state that carries it, and one for all the cle
     startcorrupt/fp8: failed start        Failed  "Contract failed"  (red in the graph)
     flaky/fp8: frozen (transport)         Completed "Frozen"
     clean: 18 endpoints                   Completed "Clean"  (message: their tags)
+    not judged: 3 endpoints               Completed "Not judged" (a contract they are held
+                                          to was not judged: no evidence of health, C5)
+    frozen (budget): 22 endpoints         Completed "Frozen" (the budget froze the round)
 
 So an analyst sees from the graph which endpoints failed which contract without opening
 a log. A failed verdict is the endpoint's failure, not ours: the round itself still
@@ -39,12 +42,24 @@ def _contracts(reasons: Sequence[str]) -> list[str]:
     return sorted({r.split(":", 1)[0] for r in reasons})
 
 
+def budget_frozen(verdict: ProviderRound) -> bool:
+    """Frozen because the budget could not afford the round (nothing was probed)."""
+    whys = set(verdict.unjudged.values())
+    return (
+        verdict.verdict is RoundVerdict.FROZEN
+        and bool(whys)
+        and all(w.startswith("budget") for w in whys)
+    )
+
+
 def verdict_label(verdict: ProviderRound) -> str:
     """The task run name: `<tag>: failed start, language` / `<tag>: clean` / `... frozen`."""
     if verdict.verdict is RoundVerdict.FAILED:
         text = f"{verdict.tag}: failed {', '.join(_contracts(verdict.reasons))}"
     elif verdict.verdict is RoundVerdict.FROZEN:
-        text = f"{verdict.tag}: frozen (transport)"
+        text = f"{verdict.tag}: frozen ({'budget' if budget_frozen(verdict) else 'transport'})"
+    elif verdict.verdict is RoundVerdict.UNJUDGED:
+        text = f"{verdict.tag}: not judged ({', '.join(sorted(verdict.unjudged))})"
     else:
         text = f"{verdict.tag}: clean"
     if verdict.ignored_reasons:
@@ -52,10 +67,22 @@ def verdict_label(verdict: ProviderRound) -> str:
     return text
 
 
+def group_of(verdict: ProviderRound) -> str | None:
+    """The shared `verdict` task run of an endpoint without a story of its own (`clean`,
+    `not judged`, `frozen (budget)`), or None."""
+    if verdict.ignored_reasons:
+        return None
+    if verdict.verdict is RoundVerdict.CLEAN:
+        return "clean"
+    if verdict.verdict is RoundVerdict.UNJUDGED:
+        return "not judged"
+    return "frozen (budget)" if budget_frozen(verdict) else None
+
+
 def has_story(verdict: ProviderRound) -> bool:
-    """Whether the endpoint gets a `verdict` task run of its own: anything but a plain
-    clean round (failed, frozen, or clean with failures that were not counted)."""
-    return verdict.verdict is not RoundVerdict.CLEAN or bool(verdict.ignored_reasons)
+    """Whether the endpoint gets a `verdict` task run of its own: a failed or
+    transport-frozen round, or one with failures that were not counted."""
+    return group_of(verdict) is None
 
 
 def endpoint_count(count: int) -> str:
@@ -63,15 +90,21 @@ def endpoint_count(count: int) -> str:
     return f"{count} endpoint{'' if count == 1 else 's'}"
 
 
-def clean_label(tags: Sequence[str]) -> str:
+def clean_label(tags: Sequence[str], group: str = "clean") -> str:
     """The task run name for the endpoints without a story: `clean: 18 endpoints`."""
-    return f"clean: {endpoint_count(len(tags))}"
+    return f"{group}: {endpoint_count(len(tags))}"
 
 
-def clean_state(tags: Sequence[str]) -> State:
-    """Completed "Clean", the message naming the endpoints (bounded like a verdict's)."""
+_GROUP_STATES = {"clean": "Clean", "not judged": "Not judged", "frozen (budget)": "Frozen"}
+
+
+def clean_state(tags: Sequence[str], group: str = "clean") -> State:
+    """Completed "Clean" (or "Not judged", "Frozen"), the message naming the endpoints
+    (bounded like a verdict's)."""
     return Completed(
-        name="Clean", message=excerpt(", ".join(sorted(tags)), MESSAGE_CHARS), data=sorted(tags)
+        name=_GROUP_STATES[group],
+        message=excerpt(", ".join(sorted(tags)), MESSAGE_CHARS),
+        data=sorted(tags),
     )
 
 
@@ -83,7 +116,9 @@ def verdict_state(verdict: ProviderRound, evidence: Sequence[str] = ()) -> State
     )
     if verdict.verdict is RoundVerdict.FAILED:
         return Failed(name=FAILED_STATE_NAME, message=message, data=verdict)
-    name = "Frozen" if verdict.verdict is RoundVerdict.FROZEN else "Clean"
+    name = {RoundVerdict.FROZEN: "Frozen", RoundVerdict.UNJUDGED: "Not judged"}.get(
+        verdict.verdict, "Clean"
+    )
     return Completed(name=name, message=message, data=verdict)
 
 

@@ -3,7 +3,10 @@ triage (`flows/triage.py`):
 
     pinned probes and language confirmations (one `pinned-probes` task run)
       ─► majority vote (2 of 3) ─► positive controls judge the refusal probe (C5)
-      ─► peer comparison ─► round verdicts                          = `probe_and_judge`
+      ─► peer comparison ─► round verdicts against the contracts each endpoint is held to
+         (quarantine/judged.py) ─► the round's bill (probes/cost.py)  = `probe_and_judge`
+    a round the budget cannot afford: nothing probed, every endpoint
+      frozen with the reason `budget` (C13)                          = `frozen_for_budget`
     the verdicts in the run's graph (`verdict` task runs)            = `mark_verdicts`
     the facts the policy reads (a pure `RoundReport`)                = `round_report`
 
@@ -20,17 +23,28 @@ from typing import Any, cast
 from prefect.states import State
 
 from flows import tasks
-from flows.graph import clean_label, endpoint_count, has_story, verdict_label
+from flows.graph import clean_label, endpoint_count, group_of, has_story, verdict_label
 from flows.peer_step import compare_with_peers, observe_only_reasons
 from flows.render import evidence_lines
 from flows.roundplan import RoundPlan
 from flows.tasks import unwalked
+from ground.settings import load_settings
 from probes.contracts import ControlVerdict, judge_controls
+from probes.cost import RoundBill, round_bill
 from probes.peer_round import PeerRound
 from probes.types import Contract, Outcome, Transcript
+from quarantine.budget import BudgetLevel, BudgetPlan
 from quarantine.exclusions import IgnoreEntry, excluded_by_layers
+from quarantine.judged import (
+    RefusalProbe,
+    advertised_contracts,
+    held_contracts,
+    refusal_probe,
+)
 from quarantine.models import Mode, ModelState, RoundReport
 from quarantine.verdicts import ProviderRound, round_verdict
+
+BUDGET_FROZEN = "budget: the round could not afford its minimum"
 
 
 def stored_mode(state: ModelState, default: str) -> Mode:
@@ -49,18 +63,52 @@ class Judged:
     weak: bool  # the refusal probe is weak this round (a control passed, C5)
     peers: PeerRound | None = None  # the peer comparison (verdicts, model-level findings)
     transcripts: Mapping[str, list[Transcript]] = field(default_factory=dict)  # per endpoint
+    refusal: RefusalProbe = RefusalProbe.UNVERIFIED  # the refusal probe's standing (C5)
+    bill: RoundBill | None = None  # what the round's probes cost (C13)
+    budget: BudgetPlan | None = None  # how the round ran for the budget (C13)
 
 
-async def probe_and_judge(plan: RoundPlan, concurrency_limit: int) -> Judged:
+def held_by_tag(
+    plan: RoundPlan,
+    state: ModelState | None,
+    outcomes: Mapping[str, Sequence[Outcome]] | None = None,
+) -> dict[str, tuple[str, ...]]:
+    """What each endpoint is held to: its stored contracts and what its listing advertises
+    now (quarantine/judged.py)."""
+    stored = state.providers if state is not None else {}
+    seen = outcomes or {}
+    return {
+        e.tag: held_contracts(
+            stored[e.tag].held_to if e.tag in stored else (),
+            advertised_contracts(e, seen.get(e.tag, ())),
+        )
+        for e in plan.targets
+    }
+
+
+async def probe_and_judge(
+    plan: RoundPlan,
+    concurrency_limit: int,
+    state: ModelState | None = None,
+    budget: BudgetPlan | None = None,
+) -> Judged:
     """Pinned probes and each endpoint's language confirmations (one `pinned-probes` task
-    run: `tasks.pinned_probes`) -> majority vote -> control judgement -> round verdicts.
-    Shared by the round and a recorded triage."""
+    run: `tasks.pinned_probes`) -> majority vote -> control judgement -> round verdicts
+    (against what each endpoint is held to in `state`) -> the round's bill. A `budget` that
+    degraded the round sets its start samples or rotates its contracts. Shared by the round
+    and a recorded triage."""
+    config = load_settings().probe
+    rotated = budget is not None and budget.level is BudgetLevel.ROTATED
+    if budget is not None and budget.level is BudgetLevel.FEWER_STARTS:
+        config = config.model_copy(update={"start_samples": budget.start_samples})
     chains = await tasks.pinned_probes(
         endpoint_count(len(plan.targets)),
         unwalked(plan.targets),
         unwalked(plan.locales),
         plan.start_locale,
         concurrency_limit,
+        unwalked(config),
+        unwalked(budget.rotation) if budget is not None and rotated else None,
     )
     by_tag = {c.tag: c for c in chains}
     results = {e.tag: by_tag[e.tag].result for e in plan.targets}  # plan order from here on
@@ -75,25 +123,76 @@ async def probe_and_judge(plan: RoundPlan, concurrency_limit: int) -> Judged:
         o for t in plan.controls for o in voted.get(t, []) if o.contract is Contract.REFUSAL
     ]
     control_verdict = judge_controls(control_refusals)
-    weak = bool(plan.controls) and control_verdict.weak
+    refusal = refusal_probe(plan.controls, control_verdict)
     # every rate contract against the other endpoints of the round (issue 14)
     peers = compare_with_peers(voted, results, plan.controls)
+    held = held_by_tag(plan, state, peers.outcomes)
+    verdicts = _verdicts(plan, peers.outcomes, held, refusal)
+    transcripts = {t: r.transcripts for t, r in results.items()}
+    billed = {t: [*transcripts[t], *by_tag[t].confirmation_transcripts] for t in transcripts}
+    pricing = {e.tag: e.pricing for e in plan.targets}
+    return Judged(
+        peers.outcomes,
+        verdicts,
+        control_refusals,
+        control_verdict,
+        refusal is RefusalProbe.WEAK,
+        peers,
+        transcripts,
+        refusal,
+        round_bill(billed, pricing, config.max_tokens),
+        budget,
+    )
+
+
+def _verdicts(
+    plan: RoundPlan,
+    outcomes: Mapping[str, list[Outcome]],
+    held: Mapping[str, tuple[str, ...]],
+    refusal: RefusalProbe,
+) -> dict[str, ProviderRound]:
+    """Each judged endpoint's verdict against what it is held to."""
     observe_only = observe_only_reasons()
-    verdicts = {
-        tag: round_verdict(tag, items, refusal_weak=weak, observe_only=observe_only)
-        for tag, items in peers.outcomes.items()
+    return {
+        tag: round_verdict(
+            tag,
+            items,
+            refusal=refusal,
+            observe_only=observe_only,
+            held_to=held.get(tag),
+        )
+        for tag, items in outcomes.items()
         if tag not in plan.controls
     }
-    transcripts = {t: r.transcripts for t, r in results.items()}
+
+
+def frozen_for_budget(plan: RoundPlan, state: ModelState, budget: BudgetPlan) -> Judged:
+    """A round the budget cannot afford (C13): nothing is probed; every endpoint's verdict is
+    frozen with the reason `budget` (no streak moves, nothing counts as clean)."""
+    held = held_by_tag(plan, state)
+    verdicts = {
+        e.tag: round_verdict(e.tag, [], held_to=held[e.tag], missing_why=BUDGET_FROZEN)
+        for e in plan.targets
+        if e.tag not in plan.controls
+    }
+    no_controls = judge_controls([])
     return Judged(
-        peers.outcomes, verdicts, control_refusals, control_verdict, weak, peers, transcripts
+        voted={t: [] for t in verdicts},
+        verdicts=verdicts,
+        control_refusals=[],
+        control_verdict=no_controls,
+        weak=False,
+        refusal=refusal_probe(plan.controls, no_controls),
+        bill=RoundBill(),
+        budget=budget,
     )
 
 
 async def mark_verdicts(judged: Judged, logger: Any) -> None:
-    """A `verdict` task run for each endpoint with a story and one for the clean ones, all
-    at once on the event loop: the run's graph tells the story (O3, `flows/graph.py`). A
-    round runs them while it writes its audit material."""
+    """A `verdict` task run for each endpoint with a story and one for each group of the
+    others (clean, not judged, frozen for the budget), all at once on the event loop: the
+    run's graph tells the story (O3, `flows/graph.py`). A round runs them while it writes
+    its audit material."""
     marks = [
         cast(  # an async task called with return_state gives an awaitable of its state
             Awaitable[State[Any]],
@@ -107,14 +206,20 @@ async def mark_verdicts(judged: Judged, logger: Any) -> None:
         for tag, verdict in sorted(judged.verdicts.items())
         if has_story(verdict)
     ]
-    clean = sorted(t for t, v in judged.verdicts.items() if not has_story(v))
-    if clean:
-        marks.append(
-            cast(
-                Awaitable[State[Any]],
-                tasks.clean_verdicts(label=clean_label(clean), tags=clean, return_state=True),
-            )
+    groups: dict[str, list[str]] = {}
+    for tag, verdict in sorted(judged.verdicts.items()):
+        group = group_of(verdict)
+        if group is not None:
+            groups.setdefault(group, []).append(tag)
+    marks += [
+        cast(
+            Awaitable[State[Any]],
+            tasks.clean_verdicts(
+                label=clean_label(tags, group), tags=tags, group=group, return_state=True
+            ),
         )
+        for group, tags in groups.items()
+    ]
     for result in await asyncio.gather(*marks, return_exceptions=True):
         if isinstance(result, BaseException):
             logger.error("writing the verdict task runs failed (the round goes on): %s", result)
@@ -146,4 +251,8 @@ def round_report(
         language_failed_locales={
             t: plan.locales[t] for t in tasks.language_failures(judged.voted) if t in keep
         },
+        refusal_probe=judged.refusal.value,
+        controls_missing=not plan.controls if only is None else None,
+        bill=judged.bill if only is None else None,
+        budget=judged.budget if only is None else None,
     )

@@ -13,7 +13,7 @@ from probes.evidence import evidence_brief, evidence_text
 from probes.types import Outcome
 from quarantine.verdicts import ProviderRound
 
-_VERDICT_ORDER = {"failed": 0, "frozen": 1, "control": 2, "clean": 3}
+_VERDICT_ORDER = {"failed": 0, "frozen": 1, "unjudged": 2, "control": 3, "clean": 4}
 _STATUS_ORDER = {"fail": 0, "transport": 1, "misrouted": 1, "inconclusive": 2}
 
 

@@ -80,6 +80,8 @@ async def daily_report(
         since=since,
         ttft_bar_s=settings.probe.ttft_threshold_s,
         clean_rounds=settings.policy.clean_rounds,
+        cron=settings.round_cron,
+        budget_usd=settings.budget.for_model(model),
     ) as report:
         paths = write_report(report, report_dir(settings, model))
         timeline = png(report.figures["verdict_timeline"], dpi=INLINE_DPI)

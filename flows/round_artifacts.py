@@ -3,10 +3,12 @@ is applied (a failed write is logged and never fails the run):
 
     canary-round-<slug>        table: endpoint x contract, failing endpoints first
     canary-decisions-<slug>    markdown: decisions, the numbers behind every failing verdict,
-                               the positive controls, provider.ignore
+                               the positive controls, provider.ignore, what each endpoint was
+                               judged on (and what not, and why), the round's bill
     canary-transcripts-<slug>  markdown: bounded, scrubbed transcripts of the failing probes
                                (only in rounds where something failed)
-    canary-status-<slug>       markdown: the living status, a new version each round
+    canary-status-<slug>       markdown: the living status, a new version each round, with
+                               the refusal contract's standing and the day's spend and forecast
 
 The content is built by pure functions (`flows.render`, `flows.transcripts`,
 `flows.status_artifact`); this module only writes it, the artifacts at once, through the
@@ -23,7 +25,9 @@ from typing import Any
 from prefect.artifacts import Artifact, MarkdownArtifact, TableArtifact
 
 from flows.applied import AppliedRound
+from flows.bill_artifact import bill_markdown, status_bill_markdown
 from flows.decisions_artifact import decisions_markdown
+from flows.evidence_artifact import contracts_markdown
 from flows.judging import Judged
 from flows.peer_step import peers_markdown
 from flows.render import evidence_lines, outcome_rows
@@ -34,6 +38,8 @@ from ground.prefect_api import busy_retry_client
 from ground.settings import load_settings
 from ground.slugs import model_slug
 from probes.types import OutcomeStatus
+from quarantine.budget import bill_view
+from quarantine.judged import refusal_line
 from quarantine.overview import endpoint_views
 from wire.text import Scrubber
 
@@ -67,7 +73,10 @@ async def publish_round_artifacts(applied: AppliedRound, logger: Any) -> None:
             "decisions artifact",
             lambda: MarkdownArtifact(
                 key=f"canary-decisions-{slug}",
-                markdown=decisions_markdown(applied) + peers_markdown(judged.peers),
+                markdown=decisions_markdown(applied)
+                + contracts_markdown(judged.verdicts, judged.refusal)
+                + bill_markdown(judged.bill, judged.budget)
+                + peers_markdown(judged.peers),
                 description=f"Round {plan.round_id}: decisions and the evidence behind them",
             ),
         ),
@@ -116,6 +125,21 @@ def _status(applied: AppliedRound) -> MarkdownArtifact:
             views=endpoint_views(state, ignore, plan.at),
             ignore=ignore,
             evidence=evidence,
-        ),
+        )
+        + _status_extras(applied),
         description=f"Quarantine of {plan.model} after round {plan.round_id}",
+    )
+
+
+def _status_extras(applied: AppliedRound) -> str:
+    """The refusal contract's standing and the day's bill after this round."""
+    state, settings = applied.state, load_settings()
+    view = bill_view(
+        state.bill,
+        applied.plan.at,
+        cron=settings.round_cron,
+        budget_usd=settings.budget.for_model(state.model),
+    )
+    return status_bill_markdown(
+        view, refusal_line(state.refusal_probe, state.controls_missing_since)
     )

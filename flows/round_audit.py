@@ -17,10 +17,19 @@ from pydantic import BaseModel
 
 from flows import tasks
 from flows.applied import AppliedRound
+from flows.bill_artifact import bill_summary
+from flows.budget import (
+    budget_alert_lines,
+    controls_missing_line,
+    controls_missing_now,
+    emit_budget_event,
+    emit_controls_missing_event,
+)
 from flows.notify import alert_lines, emit_decision_events, emit_weak_probe_event, notify_admins
 from flows.peer_step import finding_lines
 from flows.render import endpoint_lines
 from flows.round_artifacts import best_effort, publish_round_artifacts
+from quarantine.budget import BudgetLevel
 
 
 class RoundSummary(BaseModel):
@@ -39,6 +48,10 @@ class RoundSummary(BaseModel):
     findings: list[str] = []  # model-level findings of the peer comparison
     ignored: dict[str, list[str]] = {}  # per endpoint, failures recorded but not counted
     warnings: list[str] = []  # audit material that could not be written (e.g. the ledger)
+    unjudged: dict[str, list[str]] = {}  # per endpoint, "contract: why" not judged (C5)
+    refusal_probe: str = ""  # verified | weak | unverified (C5)
+    bill: dict[str, Any] = {}  # the round's cost: total and per endpoint (C13)
+    budget: dict[str, Any] = {}  # how the round ran for the budget (C13)
 
 
 async def publish(
@@ -59,9 +72,26 @@ async def publish(
         with best_effort(logger, "weak-probe event"):
             emit_weak_probe_event(plan.model, plan.round_id, passed, judged.control_verdict.reason)
         lines.insert(0, f"weak refusal probe: control(s) {', '.join(passed)} passed")
+    lines += _evidence_and_budget_alerts(applied, logger)
+    if judged.budget is not None and judged.budget.level is BudgetLevel.FROZEN:
+        warnings.append(f"round frozen (budget): {judged.budget.reason}")
     subject = f"provider-canary: {plan.model} ({plan.round_id})"
     notified = await _notify(notification_block, subject, lines, logger)
     return _summary(applied, notified, warnings)
+
+
+def _evidence_and_budget_alerts(applied: AppliedRound, logger: Any) -> list[str]:
+    """The alert lines (and their events) of the refusal probe without any positive control
+    (once per model, C5) and of a round the budget degraded or froze (C13)."""
+    plan, budget = applied.plan, applied.judged.budget
+    lines = []
+    if controls_missing_now(applied):
+        with best_effort(logger, "controls-missing event"):
+            emit_controls_missing_event(plan.model, plan.round_id)
+        lines.append(controls_missing_line(plan.model))
+    with best_effort(logger, "budget event"):
+        emit_budget_event(plan.model, plan.round_id, budget)
+    return lines + budget_alert_lines(budget)
 
 
 async def _ledger(applied: AppliedRound, logger: Any) -> str | None:
@@ -114,6 +144,10 @@ def _summary(applied: AppliedRound, notified: str, warnings: list[str]) -> Round
             t: list(v.ignored_reasons) for t, v in judged.verdicts.items() if v.ignored_reasons
         },
         warnings=warnings,
+        unjudged={t: v.unjudged_lines() for t, v in judged.verdicts.items() if v.unjudged},
+        refusal_probe=judged.refusal.value,
+        bill=bill_summary(judged.bill),
+        budget=judged.budget.model_dump(mode="json", exclude={"rotation"}) if judged.budget else {},
     )
 
 

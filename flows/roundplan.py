@@ -130,13 +130,13 @@ def plan_round(
 
 def launch_order(targets: Sequence[Endpoint]) -> list[Endpoint]:
     """The order a round starts its probes in: slowest first, by the aggregator's reported
-    median latency (`latency_p50_s`), an endpoint without one first of all (it may be the
+    median first-token latency (`latency_p50_ms`), an endpoint without one first of all (it may be the
     slowest), ties in plan order. Longest first keeps the round near its slowest endpoint's
     chain: with bounded probe concurrency no slow endpoint waits for a slot behind fast
     ones, and at any concurrency the slow ones are not the last to open their clients."""
     return sorted(
         targets,
-        key=lambda e: -e.latency_p50_s if e.latency_p50_s is not None else -math.inf,
+        key=lambda e: -e.latency_p50_ms if e.latency_p50_ms is not None else -math.inf,
     )
 
 

@@ -4,7 +4,8 @@ history in the Prefect UI is the quarantine's history.
 
 It lists suspended, shadow-suspended, excluded (with the layer and reason) and active
 endpoints, each with the last evidence: the numbers behind its verdict in the round that
-wrote the version. Pure: views and evidence in, markdown out.
+wrote the version; the active ones with a "why" that tells `clean` from `not judged: ...`
+(C5). Pure: views and evidence in, markdown out.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def _evidence(view: EndpointView, evidence: Mapping[str, Sequence[str]]) -> list
     if lines:
         return [f"  - this round: {line}" for line in lines]
     if view.last_verdict:
-        return [f"  - last round `{view.last_round_id}`: {view.last_verdict}"]
+        return [f"  - last round `{view.last_round_id}`: {view.why}"]
     return []
 
 
@@ -83,20 +84,28 @@ def status_markdown(
     if loose:
         out += ["", "Entries covering no endpoint the canary judged:", ""]
         out += [f"- `{e.tag}` ({e.layer.value}) until {_until(e.until)}: {e.reason}" for e in loose]
-    out += ["", "## Active", ""]
-    if by[Standing.ACTIVE]:
-        out += ["| endpoint | last round | failed / clean streak | rung |", "|---|---|---|---|"]
-        for v in by[Standing.ACTIVE]:
-            out.append(
-                f"| `{v.tag}` | {v.last_verdict or '-'} | {v.failed_streak} / {v.clean_streak} "
-                f"| {v.rung} |"
-            )
-        noisy = [v for v in by[Standing.ACTIVE] if evidence.get(v.tag)]
-        if noisy:
-            out += ["", "Active endpoints that failed this round (not suspended yet):", ""]
-            for v in noisy:
-                out.append(f"- `{v.tag}` ({v.failed_streak} failed round(s) in a row)")
-                out += _evidence(v, evidence)
-    else:
-        out.append("None.")
+    out += ["", "## Active", "", *_active(by[Standing.ACTIVE], evidence)]
     return "\n".join(out) + "\n"
+
+
+def _active(active: Sequence[EndpointView], evidence: Mapping[str, Sequence[str]]) -> list[str]:
+    """The active endpoints' table (its "why" tells `clean` from `not judged: ...`), then
+    those that failed this round."""
+    if not active:
+        return ["None."]
+    out = [
+        "| endpoint | last round | why | failed / clean streak | rung |",
+        "|---|---|---|---|---|",
+    ]
+    for v in active:
+        out.append(
+            f"| `{v.tag}` | {v.last_verdict or '-'} | {v.why} | {v.failed_streak} / "
+            f"{v.clean_streak} | {v.rung} |"
+        )
+    noisy = [v for v in active if evidence.get(v.tag)]
+    if noisy:
+        out += ["", "Active endpoints that failed this round (not suspended yet):", ""]
+        for v in noisy:
+            out.append(f"- `{v.tag}` ({v.failed_streak} failed round(s) in a row)")
+            out += _evidence(v, evidence)
+    return out

@@ -26,13 +26,21 @@ from prefect.utilities.annotations import quote
 
 from flows.graph import TASK_NAME, clean_state, install_log_filter, verdict_state
 from flows.roundplan import launch_order
-from ground.settings import load_settings
+from ground.settings import ProbeConfig, load_settings
 from probes.client import ProbeClient
-from probes.probeset import ProbeSetResult, confirm_language, majority, run_probe_set
-from probes.types import Contract, Endpoint, Outcome, OutcomeStatus
+from probes.probeset import (
+    ProbeSetResult,
+    confirmation_probes,
+    judge_language,
+    majority,
+    run_probe_set,
+)
+from probes.rotation import run_rotated_probe_set
+from probes.types import Contract, Endpoint, Outcome, OutcomeStatus, Transcript
 from probes.unjudged import refused_everything, unjudged_outcomes, unjudged_set
 from quarantine.adapters.ledger import Ledger
 from quarantine.adapters.store import aupdate_state
+from quarantine.budget import Probing
 from quarantine.models import Decision, ModelState, RoundReport
 from quarantine.policy import step
 from quarantine.verdicts import ProviderRound
@@ -54,12 +62,21 @@ async def discover_endpoints(model: str) -> list[Endpoint]:
         return await client.discover(model)
 
 
+class Confirmations(NamedTuple):
+    """An endpoint's language confirmations (C8): their outcomes, and their transcripts
+    (what they cost, C13)."""
+
+    outcomes: list[Outcome]
+    transcripts: list[Transcript]
+
+
 class Chain(NamedTuple):
     """One endpoint's probe chain: its probe set and its language confirmations (C8)."""
 
     tag: str
     result: ProbeSetResult
     confirmations: list[Outcome]
+    confirmation_transcripts: tuple[Transcript, ...] = ()
 
 
 @task(name="pinned-probes", task_run_name="probe {label}", cache_policy=NO_CACHE)
@@ -69,6 +86,8 @@ async def pinned_probes(
     locales: Mapping[str, str],
     start_locale: str | None,
     concurrency: int,
+    config: ProbeConfig | None = None,
+    rotation: Mapping[str, Probing] | None = None,
 ) -> list[Chain]:
     """C2-C9 for every endpoint of a round, in one task run: probe sets at most
     `concurrency` at a time, started slowest first (`launch_order`), and each endpoint's
@@ -79,20 +98,26 @@ async def pinned_probes(
     One task run for all, not one per endpoint: a task run costs the round's event loop a
     few ms and the Prefect server several writes, and at 100 endpoints those task runs
     took more of the round than the probes' critical path (issue 13). The per-endpoint
-    story is in the `verdict` task runs (`flows/graph.py`) and the round's artifacts."""
+    story is in the `verdict` task runs (`flows/graph.py`) and the round's artifacts.
+
+    `config` (default: the settings') is the probe configuration of the round, e.g. fewer
+    start samples for the budget; `rotation` the probing of each endpoint of a round whose
+    contracts rotate (C13, `probes/rotation.py`)."""
     logger = get_run_logger()
     gate = asyncio.Semaphore(concurrency)
 
     async def chain(endpoint: Endpoint) -> Chain:
         locale = locales[endpoint.tag]
+        probing = rotation.get(endpoint.tag) if rotation else None
         async with gate:
-            result = await probe_set(endpoint, locale, start_locale)
+            result = await probe_set(endpoint, locale, start_locale, config, probing)
         outcomes = result.all_outcomes
         logger.info("probed %s [%s]: %s", endpoint.tag, locale, brief(outcomes))
         if not language_failures({endpoint.tag: outcomes}):
             return Chain(endpoint.tag, result, [])
         async with gate:
-            return Chain(endpoint.tag, result, await confirm_language_task(endpoint, locale))
+            confirmed = await confirm_language_task(endpoint, locale)
+        return Chain(endpoint.tag, result, confirmed.outcomes, tuple(confirmed.transcripts))
 
     return list(await asyncio.gather(*(chain(e) for e in launch_order(targets))))
 
@@ -106,16 +131,29 @@ async def probe_endpoint(
 
 
 async def probe_set(
-    endpoint: Endpoint, locale: str, start_locale: str | None = None
+    endpoint: Endpoint,
+    locale: str,
+    start_locale: str | None = None,
+    config: ProbeConfig | None = None,
+    probing: Probing | None = None,
 ) -> ProbeSetResult:
     """C2-C9: one pinned probe set against one endpoint in one locale (start samples in
-    the round's shared `start_locale`). Whatever the endpoint sent, this returns typed
-    outcomes (probes/unjudged.py): an exception while probing or judging it freezes that
-    endpoint, never fails the round."""
+    the round's shared `start_locale`), with `config` (default: the settings'), or rotated
+    as `probing` says. Whatever the endpoint sent, this returns typed outcomes
+    (probes/unjudged.py): an exception while probing or judging it freezes that endpoint,
+    never fails the round."""
     settings = load_settings()
+    config = config or settings.probe
+    if probing is not None:
+        config = config.model_copy(update={"start_samples": probing.start_samples})
     try:
-        async with ProbeClient.from_settings(settings) as client:
-            result = await run_probe_set(client, endpoint, locale, start_locale=start_locale)
+        async with ProbeClient(settings.base_url, settings.api_key, config) as client:
+            if probing is None:
+                result = await run_probe_set(client, endpoint, locale, start_locale=start_locale)
+            else:
+                result = await run_rotated_probe_set(
+                    client, endpoint, locale, start_locale=start_locale, contracts=probing.contracts
+                )
     except Exception as exc:
         _log_unjudged(endpoint, exc)
         return unjudged_set(endpoint, locale, exc)
@@ -145,15 +183,18 @@ def _log_unjudged(endpoint: Endpoint, exc: BaseException) -> None:
     task_run_name="confirm {endpoint.tag} [{locale}]",
     cache_policy=NO_CACHE,
 )
-async def confirm_language_task(endpoint: Endpoint, locale: str) -> list[Outcome]:
-    """C8: two immediate confirmation attempts in the same locale."""
+async def confirm_language_task(endpoint: Endpoint, locale: str) -> Confirmations:
+    """C8: two immediate confirmation attempts in the same locale, each judged on its own;
+    their transcripts are billed with the round (C13)."""
     settings = load_settings()
     try:
         async with ProbeClient.from_settings(settings) as client:
-            return await confirm_language(client, endpoint, locale)
+            transcripts = await confirmation_probes(client, endpoint, locale)
+        return Confirmations([judge_language(t, locale) for t in transcripts], transcripts)
     except Exception as exc:
         _log_unjudged(endpoint, exc)
-        return unjudged_outcomes(endpoint, locale, exc, attempts=settings.probe.confirmations)
+        attempts = settings.probe.confirmations
+        return Confirmations(unjudged_outcomes(endpoint, locale, exc, attempts=attempts), [])
 
 
 @task(name="majority-vote", cache_policy=NO_CACHE)
@@ -194,9 +235,10 @@ async def endpoint_verdict(label: str, verdict: ProviderRound, evidence: list[st
 
 
 @task(name=TASK_NAME, task_run_name="{label}", cache_policy=NO_CACHE)
-async def clean_verdicts(label: str, tags: list[str]) -> State:
-    """The round's clean endpoints in one task run, Completed "Clean" (`flows.graph`)."""
-    return clean_state(tags)
+async def clean_verdicts(label: str, tags: list[str], group: str = "clean") -> State:
+    """The round's clean endpoints in one task run, Completed "Clean"; or those of another
+    group without a story of their own ("Not judged", "Frozen" for the budget; `flows.graph`)."""
+    return clean_state(tags, group)
 
 
 @task(name="policy-step (capacity floor)", cache_policy=NO_CACHE)

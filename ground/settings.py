@@ -17,6 +17,7 @@ module restates one: `tests/ground/test_defaults.py`):
     breaker     `BreakerConfig` (routing/breaker.py)          CANARY_BREAKER__ERROR_RATE=0.5 ...
     allowances  `Allowances` (routing/deadline.py)            CANARY_ALLOWANCES__CONNECT_S=0.2 ...
     gateway     `GatewayConfig` (routing/gateway.py, serving) CANARY_GATEWAY__MAX_BODY_BYTES=2000000 ...
+    budget      `BudgetConfig` (quarantine/budget.py, C13)   CANARY_DAILY_BUDGET_USD=5 ...
 
 Nested values are set with a double underscore (or as JSON: CANARY_POLICY='{"floor": 3}').
 Names of earlier versions (CANARY_CAPACITY_FLOOR, CANARY_START_SAMPLES, CANARY_ROUTING_...,
@@ -26,12 +27,19 @@ CANARY_GATEWAY_KEYS, ...) are refused with the new name, never silently ignored.
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
+from cronsim import CronSim, CronSimError
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from ground.errors import CanaryError
 
@@ -217,9 +225,16 @@ class Allowances(BaseModel):
     connect_s: float = Field(default=0.2, ge=0, description="Time an attempt needs to connect.")
     generation_s: float = Field(default=0.5, ge=0, description="Minimum time for a generation.")
     validation_s: float = Field(default=0.05, ge=0, description="Time kept for acceptance.")
+    reserve_s: float = Field(
+        default=0.25,
+        ge=0,
+        description="R13: kept for the gateway's own work, never given to an attempt (with the "
+        "validation allowance, the write-up's 300 ms for the gateway and final validation).",
+    )
 
     @property
     def required_s(self) -> float:
+        """What an attempt needs of the deadline to start (R4), the reserve not included."""
         return self.connect_s + self.generation_s + self.validation_s
 
 
@@ -262,6 +277,58 @@ class RoutingConfig(BaseModel):
         default=None,
         description="Contract directory; default: the shipped examples (routing/contracts).",
     )
+    # attempt budgets from measured latency (R13, routing/budget.py, routing/latency.py)
+    budget_percentile: float = Field(
+        default=0.95, gt=0, lt=1, description="R13: the percentile an attempt's need is read at."
+    )
+    budget_headroom: float = Field(
+        default=2.0, ge=1, description="R13: an attempt's need is its percentile times this."
+    )
+    fallback_share: float = Field(
+        default=0.4,
+        ge=0,
+        lt=1,
+        description="R13: at least this share of the deadline is kept for one fallback.",
+    )
+    ttft_floor_s: float = Field(
+        default=1.0, gt=0, description="R13: a first-token budget is never cut below this."
+    )
+    stall_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="R13: no byte for this long after the stream started, before release: cut.",
+    )
+    latency_window: int = Field(
+        default=64, ge=1, description="R13: outcomes kept per workload, route and provider."
+    )
+    latency_window_s: float = Field(
+        default=1800.0, gt=0, description="R13: outcomes older than this are forgotten."
+    )
+    latency_min_samples: int = Field(
+        default=5, ge=1, description="R13: outcomes needed before measured beats the prior."
+    )
+    listing_refresh_s: float = Field(
+        default=300.0, gt=0, description="R13: the gateway re-reads the endpoints listings."
+    )
+    listing_timeout_s: float = Field(
+        default=2.5, gt=0, description="R13: bound on one endpoints-listing fetch."
+    )
+    max_listing_bytes: int = Field(
+        default=5_000_000, ge=1024, description="R13: bound on one endpoints listing."
+    )
+    # R11: rising HTTP success together with rising validation rejection (routing/masking.py)
+    masking_min_rise: float = Field(
+        default=0.05,
+        gt=0,
+        le=1,
+        description="R11: how much both rates must rise (later half over earlier) to warn.",
+    )
+    masking_window_s: float = Field(
+        default=3600.0, gt=0, description="R11: the window /metrics judges the warning over."
+    )
+    masking_min_attempts: int = Field(
+        default=10, ge=1, description="R11: attempts each half of the window needs to warn."
+    )
 
 
 class GatewayConfig(BaseModel):
@@ -294,6 +361,68 @@ class GatewayConfig(BaseModel):
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
+
+
+class BudgetConfig(BaseModel):
+    """The canary's own daily budget (SPEC C13); the object `quarantine.budget` takes whole.
+    Without a budget the bill is still counted and forecast, and no round degrades."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    daily_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="USD per model and day (`CANARY_DAILY_BUDGET_USD`); none: no cap.",
+    )
+    per_model_usd: dict[str, float] = Field(
+        default_factory=dict,
+        description='USD per day for named models, over `daily_usd`: {"author/slug": 2.5}.',
+    )
+    min_start_samples: int = Field(
+        default=2,
+        ge=0,
+        description="A degraded round's fewest start samples: the smallest count at which "
+        "the seed's 19/20 host is still suspended at its second round (probes/power.py).",
+    )
+
+    @field_validator("per_model_usd")
+    @classmethod
+    def _positive(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = sorted(m for m, usd in value.items() if not usd > 0)
+        if bad:
+            raise ValueError(f"per_model_usd must be positive, not for {bad}")
+        return value
+
+    def for_model(self, model: str) -> float | None:
+        """The daily budget of `model` in USD (None: no cap)."""
+        return self.per_model_usd.get(model, self.daily_usd)
+
+
+DAILY_BUDGET_ENV = "CANARY_DAILY_BUDGET_USD"
+
+
+class _DailyBudgetAlias(PydanticBaseSettingsSource):
+    """`CANARY_DAILY_BUDGET_USD` (environment or `.env`), the name operators know, sets
+    `budget.daily_usd`; `CANARY_BUDGET__DAILY_USD` in the environment wins over it."""
+
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        env: PydanticBaseSettingsSource,
+        dotenv: PydanticBaseSettingsSource,
+    ) -> None:
+        super().__init__(settings_cls)
+        self._sources = (env, dotenv)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        for source in self._sources:
+            value = getattr(source, "env_vars", {}).get(DAILY_BUDGET_ENV.lower())
+            if value not in (None, ""):
+                return {"budget": {"daily_usd": value}}
+        return {}
 
 
 # Names of earlier versions -> the name that replaced them (refused, never ignored).
@@ -426,7 +555,11 @@ class Settings(BaseSettings):
     prefect_port: int = Field(
         default=4200, ge=1, le=65535, description="Port of the embedded local Prefect server."
     )
-    round_cron: str = "*/30 * * * *"
+    round_cron: str = Field(
+        default="*/30 * * * *",
+        description="Schedule of the rounds (UTC); the bill's forecast counts its rounds a day.",
+    )
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
     notification_block: str | None = Field(
         default=None,
         description="Name of a Prefect notification block (e.g. a custom webhook) for admin alerts.",
@@ -437,6 +570,28 @@ class Settings(BaseSettings):
     allowances: Allowances = Field(default_factory=Allowances)
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The usual sources, and `CANARY_DAILY_BUDGET_USD` after the environment."""
+        alias = _DailyBudgetAlias(settings_cls, env_settings, dotenv_settings)
+        return init_settings, env_settings, alias, dotenv_settings, file_secret_settings
+
+    @field_validator("round_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        try:
+            CronSim(value, datetime(2026, 1, 1, tzinfo=UTC))
+        except CronSimError as exc:
+            raise ValueError(f"not a cron expression ({exc})") from None
+        return value
 
     @field_validator("models", "locales", "control_providers", mode="before")
     @classmethod

@@ -379,6 +379,7 @@ class ProbeClient:
             async with asyncio.timeout_at(first_deadline) as scope:
                 response = await self._client.send(request, stream=True)
                 got_headers = True
+                t.headers_s = time.perf_counter() - started
                 try:
                     await self._consume(response, t, recorder, started, scope, loop_start)
                 finally:

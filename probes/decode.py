@@ -104,7 +104,7 @@ def _endpoint(row: dict[str, Any], model_id: str, scrub: Scrubber) -> Endpoint:
             image=_float(pricing_raw.get("image")),
         ),
         uptime_last_30m=row.get("uptime_last_30m"),
-        latency_p50_s=latency.get("p50") if isinstance(latency, dict) else None,
+        latency_p50_ms=latency.get("p50") if isinstance(latency, dict) else None,
         throughput_p50_tps=_p50(throughput),
         tool_choices=_tool_choices(row.get("supports_tool_choice")),
     )

@@ -16,8 +16,8 @@ Rate contracts and what one trial is:
     tools_none / tools_result   the `none` check / the tool-result check, one trial each (a
                  few requests whose share bar decides, as C6's one probe: absolute unless shared)
     trigger_missed / trigger_spurious   one `auto` reply against its prompt: judged against
-                 the peers only (an outlier fails; underpowered or within the peers never
-                 does: models legitimately differ in when they call a tool)
+                 the peers only (an outlier fails; underpowered, within the peers or shared
+                 passes: models legitimately differ in when they call a tool)
     stream       one text reply sent at once after a long silence (C12, `buffered`)
     served_model one reply naming another model than the one asked for (C12)
 
@@ -210,12 +210,18 @@ def _rewrite(o: Outcome, v: PeerVerdict) -> Outcome:
 
 
 def _rewrite_peers_only(o: Outcome, v: PeerVerdict) -> Outcome:
-    """A rate only the peers judge: FAIL exactly when the host is an outlier."""
+    """A rate only the peers judge: FAIL exactly when the host is an outlier; otherwise a
+    PASS (its peers call tools as it does, or too few peers to tell: models differ there,
+    which is no evidence against the host), the decision and the rate in the evidence."""
     evidence = {**o.evidence, "peer": v.evidence()}
     if v.decision is PeerDecision.OUTLIER:
         return o.model_copy(update={"status": OutcomeStatus.FAIL, "evidence": evidence})
-    status = o.status if o.status is OutcomeStatus.PASS else OutcomeStatus.INCONCLUSIVE
-    return o.model_copy(update={"status": status, "evidence": evidence})
+    if o.status is OutcomeStatus.PASS:
+        return o.model_copy(update={"evidence": evidence})
+    evidence["absolute_reason"] = o.reason
+    return o.model_copy(
+        update={"status": OutcomeStatus.PASS, "reason": v.decision.value, "evidence": evidence}
+    )
 
 
 def _fingerprint_samples(

@@ -209,7 +209,7 @@ def probe_requests(
     return requests
 
 
-async def _send(
+async def send(
     client: ProbeClient, endpoint: Endpoint, r: ProbeRequest, gate: asyncio.Semaphore | None
 ) -> Transcript:
     """One request of the set; a tool request waits for a place under `gate`."""
@@ -254,7 +254,7 @@ async def run_probe_set(
     config = client.config
     requests = probe_requests(endpoint, locale, start_locale or locale, config)
     gate = asyncio.Semaphore(config.tool_concurrency)
-    transcripts = await asyncio.gather(*(_send(client, endpoint, r, gate) for r in requests))
+    transcripts = await asyncio.gather(*(send(client, endpoint, r, gate) for r in requests))
     return judge_probe_set(endpoint, locale, list(transcripts), config)
 
 
@@ -326,21 +326,30 @@ def judge_probe_set(
     )
 
 
+async def confirmation_probes(
+    client: ProbeClient,
+    endpoint: Endpoint,
+    locale: str,
+) -> list[Transcript]:
+    """C8: the client's `confirmations` more language probes (concurrently)."""
+    messages = prompt_for(Contract.LANGUAGE, locale)
+    return list(
+        await asyncio.gather(
+            *(
+                client.probe(endpoint, Contract.LANGUAGE, messages, locale=locale)
+                for _ in range(client.config.confirmations)
+            )
+        )
+    )
+
+
 async def confirm_language(
     client: ProbeClient,
     endpoint: Endpoint,
     locale: str,
 ) -> list[Outcome]:
-    """C8: the client's `confirmations` more language probes (concurrently), each judged on
-    its own."""
-    messages = prompt_for(Contract.LANGUAGE, locale)
-    transcripts = await asyncio.gather(
-        *(
-            client.probe(endpoint, Contract.LANGUAGE, messages, locale=locale)
-            for _ in range(client.config.confirmations)
-        )
-    )
-    return [judge_language(t, locale) for t in transcripts]
+    """C8: the confirmation probes, each judged on its own."""
+    return [judge_language(t, locale) for t in await confirmation_probes(client, endpoint, locale)]
 
 
 _VOTES = (OutcomeStatus.PASS, OutcomeStatus.FAIL, OutcomeStatus.INCONCLUSIVE)

@@ -60,9 +60,10 @@ def _text_reply(t: Transcript) -> bool:
 
 
 def buffered(t: Transcript, config: ProbeConfig) -> bool:
-    """The whole output came at once, after a silence of at least the bound (from the send to
-    the first output of any kind: reasoning streamed first is no silence), and to the last
-    content within BUFFERED_SPREAD of the silence:
+    """The whole output came at once, after a silence of at least the bound (from the reply's
+    headers, the stream open, to the first output of any kind: reasoning streamed first is no
+    silence, and a host that answers late altogether is the latency contract's), and to the
+    last content within BUFFERED_SPREAD of the silence:
 
     - as one content chunk: no stream sends a reply so, whatever the client did meanwhile;
     - as many chunks faster than any model streams (BUFFERED_MIN_CPS), when the client read
@@ -74,12 +75,13 @@ def buffered(t: Transcript, config: ProbeConfig) -> bool:
     first = t.first_token_s
     if first is None or t.last_content_s is None or len(t.text) < BUFFERED_MIN_CHARS:
         return False
-    spread = t.last_content_s - first
-    if first < config.stream_buffered_min_s or spread > BUFFERED_SPREAD * first:
+    opened = t.headers_s or 0.0
+    silence, spread = first - opened, t.last_content_s - first
+    if silence < config.stream_buffered_min_s or spread > BUFFERED_SPREAD * silence:
         return False
     if t.content_chunks == 1:
         return True
-    listened = t.idle_read_s is not None and t.idle_read_s >= first / 2
+    listened = t.idle_read_s is not None and t.idle_read_s >= opened + silence / 2
     fast = spread <= 0 or (len(t.text) - t.first_chunk_chars) / spread >= BUFFERED_MIN_CPS
     return listened and fast
 
@@ -180,7 +182,8 @@ def judge_stream(
     endpoint: Endpoint, transcripts: Sequence[Transcript], config: ProbeConfig
 ) -> list[Outcome]:
     """The set's STREAM outcomes: `buffered` first (the contract's outcome), then
-    `served_model`; speeds and the listing's throughput in the first one's evidence."""
+    `served_model` (when a reply named its model); speeds and the listing's throughput in the
+    first one's evidence."""
     text = [t for t in transcripts if _text_reply(t)]
     bar = Bar(config.start_anomaly_min_replies, MIN_ANOMALOUS, config.start_anomaly_share)
     buffered_replies = [buffered_reply(t, config) for t in text]
@@ -191,6 +194,8 @@ def judge_stream(
     )
     speed = {**_speeds(text), "listed_tps": endpoint.throughput_p50_tps}
     first = first.model_copy(update={"evidence": {**first.evidence, **speed}})
+    if not model_replies:
+        return [first]  # no reply named its model: nothing to compare, and no check missing
     served = share_verdict(
         model_replies, Contract.STREAM, bar, check="served_model", tag=endpoint.tag
     )

@@ -68,7 +68,7 @@ class Endpoint(BaseModel):
     supported_parameters: tuple[str, ...] = ()
     pricing: Pricing = Field(default_factory=Pricing)
     uptime_last_30m: float | None = None
-    latency_p50_s: float | None = None
+    latency_p50_ms: float | None = None  # `latency_last_30m.p50`: milliseconds to first token
     throughput_p50_tps: float | None = None  # the listing's `throughput_last_30m.p50`
     # the `tool_choice` values that passed OpenRouter's testing (`supports_tool_choice`);
     # None when the listing does not say
@@ -147,6 +147,7 @@ class Transcript(BaseModel):
     last_content_s: float | None = None  # last non-empty content delta
     content_chunks: int = 0  # non-empty content deltas
     first_chunk_chars: int = 0  # characters of the first content delta
+    headers_s: float | None = None  # the reply's headers arrived (the stream was open)
     # the last read before the first output that brought none (keep-alives, headers): the
     # client was listening then, so a silence after it is the server's (C12)
     idle_read_s: float | None = None

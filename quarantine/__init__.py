@@ -3,6 +3,8 @@
 The pure core (no I/O, no clock: time is a parameter):
 
     verdicts    round verdict of one endpoint from its outcomes
+    judged      what a host is held to, and which of those contracts a round judged (C5)
+    budget      the canary's own bill per model and day, its forecast and budget (C13)
     models      ProviderState, ModelState, RoundReport, Decision (data)
     policy      step / lift / switch_mode: the suspension state machine (`PolicyConfig`
                 lives in ground/settings.py)

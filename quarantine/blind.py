@@ -9,7 +9,9 @@ tries again. The flow makes it a Failed run with the one-line `reason` and alert
     key refused      any outcome carries HTTP 401 (or an in-band 401): our API key
     credits refused  any outcome carries HTTP 402: our credits / payment
     cannot see       at least `transport_share` of the judged endpoints ended `frozen`
-                     (transport or misrouted outcomes kept them from a verdict)
+                     (transport or misrouted outcomes kept them from a verdict); the reason
+                     counts misrouted endpoints apart from transport failures. `unjudged`
+                     endpoints (a weak probe, a model-level finding) are seen: not counted
     discovery        the endpoint listing answered 401/402 or could not be reached
 
 One 401/402 is enough: OpenRouter answers them for the *caller's* key or credits, never
@@ -24,7 +26,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 from probes.errors import DiscoveryAuthError, DiscoveryError, DiscoveryTransportError
-from probes.types import Outcome
+from probes.types import Outcome, OutcomeStatus
 from quarantine.verdicts import ProviderRound, RoundVerdict
 
 KEY_REFUSED = 401
@@ -99,14 +101,33 @@ def blind_round(
     if verdicts and len(frozen) / len(verdicts) >= transport_share:
         return BlindRound(
             kind=BlindKind.CANNOT_SEE,
-            reason=(
-                f"{len(frozen)} of {len(verdicts)} endpoints ended in transport errors "
-                f"(threshold {transport_share:.0%}): the canary could not see the providers"
-            ),
+            reason=_cannot_see(frozen, outcomes, len(verdicts), transport_share),
             affected=frozen,
             endpoints=len(verdicts),
         )
     return None
+
+
+def _cannot_see(
+    frozen: Sequence[str],
+    outcomes: Mapping[str, Sequence[Outcome]],
+    judged: int,
+    transport_share: float,
+) -> str:
+    """The reason of a round that could not see: misrouted endpoints (served by another
+    provider than pinned) are counted apart from transport failures."""
+    misrouted = [
+        t for t in frozen if any(o.status is OutcomeStatus.MISROUTED for o in outcomes.get(t, ()))
+    ]
+    threshold = f"(threshold {transport_share:.0%}): the canary could not see the providers"
+    if not misrouted:
+        return f"{len(frozen)} of {judged} endpoints ended in transport errors {threshold}"
+    cut = len(frozen) - len(misrouted)
+    return (
+        f"{len(frozen)} of {judged} endpoints could not be judged: {cut} ended in transport "
+        f"errors, {len(misrouted)} were misrouted (served by another provider than pinned) "
+        f"{threshold}"
+    )
 
 
 def blind_discovery(exc: DiscoveryError, base_url: str | None = None) -> BlindRound | None:

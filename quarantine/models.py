@@ -13,6 +13,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ground.clock import UtcDatetime
+from probes.cost import RoundBill
+from quarantine.budget import BudgetPlan, DayBill
 from quarantine.verdicts import ProviderRound, RoundVerdict
 
 RECENT_ROUNDS_KEPT = 8  # per endpoint, for status and evidence
@@ -43,6 +45,7 @@ class RoundNote(BaseModel):
     at: UtcDatetime
     verdict: RoundVerdict
     reasons: list[str] = Field(default_factory=list)
+    unjudged: list[str] = Field(default_factory=list)  # "contract: why" (quarantine/judged.py)
 
 
 class ProviderState(BaseModel):
@@ -60,6 +63,9 @@ class ProviderState(BaseModel):
     streak_round_ids: list[str] = Field(default_factory=list)  # current fail/clean streak
     streak_reasons: list[str] = Field(default_factory=list)  # failing reasons of the streak
     recent_rounds: list[RoundNote] = Field(default_factory=list)
+    # the contracts it is held to: seeded from the listing at first sight, never shrunk by
+    # the canary (quarantine/judged.py); empty until its first round
+    held_to: list[str] = Field(default_factory=list)
 
     @property
     def until(self) -> datetime | None:
@@ -87,6 +93,9 @@ class ModelState(BaseModel):
     updated_at: UtcDatetime | None = None
     last_round_id: str | None = None
     last_round_at: UtcDatetime | None = None  # logical time of the last applied round
+    refusal_probe: str | None = None  # the refusal probe's standing in the last round (C5)
+    controls_missing_since: UtcDatetime | None = None  # no positive control since (alerted)
+    bill: DayBill | None = None  # what the canary's rounds cost today (C13)
 
 
 class RoundReport(BaseModel):
@@ -100,6 +109,10 @@ class RoundReport(BaseModel):
     production_tags: frozenset[str] = frozenset()  # discovered, usable, not a control
     excluded_tags: frozenset[str] = frozenset()  # excluded by the built-in/incident layers
     language_failed_locales: dict[str, str] = Field(default_factory=dict)
+    refusal_probe: str | None = None  # verified | weak | unverified (quarantine/judged.py)
+    controls_missing: bool | None = None  # the model has no positive control (None: unknown)
+    bill: RoundBill | None = None  # what the round's probes cost
+    budget: BudgetPlan | None = None  # how the round ran for the budget
 
 
 class Decision(BaseModel):

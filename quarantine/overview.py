@@ -48,6 +48,23 @@ class EndpointView(BaseModel):
     last_round_at: UtcDatetime | None = None
     last_verdict: str | None = None
     last_reasons: list[str] = Field(default_factory=list)
+    last_unjudged: list[str] = Field(default_factory=list)  # "contract: why" (C5)
+    held_to: list[str] = Field(default_factory=list)  # the contracts it is held to
+
+    @property
+    def why(self) -> str:
+        """The last round in a few words: `clean`, `not judged: refusal (weak probe ...)`,
+        `failed: start:stray_start`, `frozen`: an analyst tells a clean round from one
+        that proved nothing."""
+        verdict = self.last_verdict
+        if verdict == "unjudged":
+            return "not judged: " + "; ".join(self.last_unjudged)
+        if verdict == "failed":
+            return "failed: " + ", ".join(self.last_reasons)
+        if verdict == "frozen" and self.last_unjudged:
+            whys = sorted({line.partition(": ")[2] for line in self.last_unjudged})
+            return "frozen: " + "; ".join(whys)
+        return verdict or "-"
 
 
 def _exclusion(entries: Sequence[IgnoreEntry], tag: str) -> IgnoreEntry | None:
@@ -73,6 +90,8 @@ def _view(
         "last_round_at": last.at if last else None,
         "last_verdict": last.verdict.value if last else None,
         "last_reasons": list(last.reasons) if last else [],
+        "last_unjudged": list(last.unjudged) if last else [],
+        "held_to": list(ps.held_to),
     }
     suspended = ps.suspended(now)
     why = "; ".join(ps.last_reasons) or "failed consecutive canary rounds"

@@ -7,7 +7,10 @@ Per endpoint and round, in this order:
    the last suspension is `forget_after_days` old, the ladder history is forgotten
    (`forgiven`, Q6).
 2. Verdict (Q1): `failed` extends the fail streak and resets the clean streak; `clean` the
-   reverse; `frozen` (transport only) changes neither. The sticky locale is set from
+   reverse; `frozen` (transport only) and `unjudged` (a contract it is held to was not
+   judged: a weak probe, a model-level finding, inconclusive, C5) change neither, so no
+   round without evidence counts toward early reinstatement. The contracts the endpoint is
+   held to are kept (`held_to`). The sticky locale is set from
    `report.language_failed_locales` and cleared by a clean language result (C8).
 3. A suspended endpoint (they keep being probed) with `clean_rounds` clean rounds in a row
    is reinstated early (`reinstated_early`, Q5); its rung stays (Q6).
@@ -38,6 +41,7 @@ from datetime import datetime
 
 from ground.clock import as_utc
 from ground.settings import PolicyConfig
+from quarantine.budget import BudgetLevel, add_round
 from quarantine.errors import NotSuspendedError, UnknownTagError
 from quarantine.models import (
     RECENT_ROUNDS_KEPT,
@@ -110,9 +114,15 @@ def _advance_time(
 def _apply_round(ps: ProviderState, tag: str, rnd: ProviderRound, report: RoundReport) -> None:
     """Streaks, evidence and sticky locale from one round verdict (mutates `ps`)."""
     note = RoundNote(
-        round_id=report.round_id, at=report.at, verdict=rnd.verdict, reasons=list(rnd.reasons)
+        round_id=report.round_id,
+        at=report.at,
+        verdict=rnd.verdict,
+        reasons=list(rnd.reasons),
+        unjudged=rnd.unjudged_lines(),
     )
     ps.recent_rounds = [*ps.recent_rounds, note][-RECENT_ROUNDS_KEPT:]
+    if rnd.held_to:
+        ps.held_to = list(rnd.held_to)
     if rnd.verdict is RoundVerdict.FAILED:
         if ps.consecutive_failed_rounds == 0:
             ps.streak_round_ids, ps.streak_reasons = [], []
@@ -127,7 +137,7 @@ def _apply_round(ps: ProviderState, tag: str, rnd: ProviderRound, report: RoundR
         ps.consecutive_clean_rounds += 1
         ps.consecutive_failed_rounds = 0
         ps.streak_round_ids = [*ps.streak_round_ids, report.round_id][-STREAK_IDS_KEPT:]
-    # FROZEN (Q1): no streak changes at all.
+    # FROZEN (Q1) and UNJUDGED (C5): no streak changes at all.
     if tag in report.language_failed_locales:
         ps.sticky_locale = report.language_failed_locales[tag]
     elif "language" in rnd.clean_contracts:
@@ -232,10 +242,25 @@ def step(
         if ps.suspended(now) and ps.consecutive_clean_rounds >= config.clean_rounds:
             decisions.append(_reinstate_early(ps, tag, new, now))
     decisions += _suspend_failing(new, report, config)
+    _note_round(new, report)
     new.updated_at = now
     new.last_round_id = report.round_id
     new.last_round_at = now
     return new, decisions
+
+
+def _note_round(state: ModelState, report: RoundReport) -> None:
+    """The model-level memory of a round (mutates `state`): the refusal probe's standing,
+    since when the model has had no positive control (C5: alerted once), and the day's bill
+    (C13; a triage's report carries no bill)."""
+    if report.refusal_probe is not None:
+        state.refusal_probe = report.refusal_probe
+    if report.controls_missing is not None:
+        since = state.controls_missing_since or report.at
+        state.controls_missing_since = since if report.controls_missing else None
+    if report.bill is not None or report.budget is not None:
+        level = report.budget.level if report.budget is not None else BudgetLevel.FULL
+        state.bill = add_round(state.bill, report.bill, report.at, level)
 
 
 def _reinstate_early(ps: ProviderState, tag: str, state: ModelState, now: datetime) -> Decision:

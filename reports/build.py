@@ -30,6 +30,7 @@ FIGURES = {
     "failure_rates": "Failure rate by contract and endpoint",
     "ttft": "Time to first token per endpoint",
     "suspensions": "Suspensions over time",
+    "daily_spend": "The canary's daily spend",
 }
 
 
@@ -48,6 +49,10 @@ class Report:
     false_positives: pd.DataFrame
     estimate: dict[str, Any]
     endpoints_table: pd.DataFrame
+    rounds_frame: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per round
+    spend: pd.DataFrame = field(default_factory=pd.DataFrame)  # per day (C13)
+    bill: dict[str, Any] = field(default_factory=dict)  # today's spend and forecast
+    refusal: dict[str, int] = field(default_factory=dict)  # rounds per refusal standing
     figures: dict[str, Figure] = field(default_factory=dict)
 
     @property
@@ -78,6 +83,9 @@ class Report:
                 ((self.ttft["ttft_s"] > self.ttft_bar_s) | self.ttft["censored"]).sum()
             ),
             "false_positive_estimate": self.estimate,
+            "bill": {k: str(v) if k == "day" else v for k, v in self.bill.items()},
+            "spent_usd": float(self.spend["cost_usd"].sum()) if not self.spend.empty else 0.0,
+            "refusal_probe": self.refusal,
         }
 
 
@@ -90,9 +98,14 @@ def build_report(
     since: datetime,
     ttft_bar_s: float,
     clean_rounds: int,
+    rounds: pd.DataFrame | None = None,
+    cron: str | None = None,
+    budget_usd: float | None = None,
 ) -> Report:
     """Frames and figures of the report (pure: nothing is read or written); `clean_rounds`
-    judged rounds after a would-suspend decision make it a probable false positive."""
+    judged rounds after a would-suspend decision make it a probable false positive.
+    `rounds` (the ledger's round rows), `cron` and `budget_usd` give the bill: daily spend,
+    today's forecast at the schedule (C13) and the refusal probe's standing (C5)."""
     start = frames.utc(since)
     intervals = frames.suspension_intervals(decisions, now)
     intervals = intervals[intervals["end"] >= start].reset_index(drop=True)
@@ -114,13 +127,39 @@ def build_report(
         estimate=frames.false_positive_estimate(classified),
         endpoints_table=frames.endpoint_summary(probes, ttft, intervals),
     )
+    _add_bill(report, rounds, cron, budget_usd)
     report.figures = {
         "verdict_timeline": plots.verdict_timeline(report.matrix),
         "failure_rates": plots.failure_rates(report.rates),
         "ttft": plots.ttft_distribution(report.ttft, ttft_bar_s),
         "suspensions": plots.suspension_timeline(intervals, start, frames.utc(now)),
+        "daily_spend": plots.daily_spend(report.spend, budget_usd),
     }
     return report
+
+
+def _add_bill(
+    report: Report, rounds: pd.DataFrame | None, cron: str | None, budget_usd: float | None
+) -> None:
+    """The report's bill (C13) and refusal-probe standing (C5), from the round rows."""
+    frame = rounds if rounds is not None else pd.DataFrame()
+    if not frame.empty:
+        frame = frame[frame["at"] >= frames.utc(report.since)]
+    report.rounds_frame = frame
+    report.spend = frames.daily_spend(frame)
+    report.bill = frames.day_bill(frame, report.now, cron, budget_usd)
+    report.refusal = frames.refusal_standing(frame)
+
+
+def read_rounds(ledger_url: str, model: str, since: datetime) -> pd.DataFrame:
+    """The model's round rows (what each round cost) since `since`."""
+    from quarantine.adapters.ledger import Ledger
+
+    ledger = Ledger(ledger_url)
+    try:
+        return ledger.rounds_frame(model, since=since)
+    finally:
+        ledger.close()
 
 
 def read_ledger(ledger_url: str, model: str, since: datetime) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -170,6 +209,41 @@ def _estimate_text(estimate: dict[str, Any]) -> str:
     )
 
 
+def _usd(value: float) -> str:
+    return f"${value:.4f}" if value < 1 else f"${value:,.2f}"
+
+
+def _bill_text(bill: dict[str, Any]) -> str:
+    """Today's spend and forecast (C13), HTML-safe (numbers and a date only)."""
+    if not bill:
+        return "The canary's bill: no rounds recorded."
+    budget = f" of the daily budget {_usd(bill['budget_usd'])}" if bill.get("budget_usd") else ""
+    text = (
+        f"The canary's bill on {bill['day']}: spent <b>{_usd(bill['spent_usd'])}</b>{budget} "
+        f"in {bill['rounds']} round(s)"
+    )
+    if bill.get("forecast_usd") is not None:
+        text += (
+            f"; forecast <b>{_usd(bill['forecast_usd'])}</b> for the day at "
+            f"{bill['rounds_per_day']} rounds a day (last round {_usd(bill['last_round_usd'])})"
+        )
+    return text + "."
+
+
+def _refusal_text(refusal: dict[str, int]) -> str:
+    """The refusal probe's standing over the window (C5)."""
+    if not refusal:
+        return "Refusal contract: no rounds recorded."
+    counts = ", ".join(f"{n} {k}" for k, n in refusal.items())
+    warn = (
+        " <b>The refusal contract was unverified</b>: no positive control judged the probe "
+        "(configure CANARY_CONTROL_PROVIDERS)."
+        if refusal.get("unverified")
+        else ""
+    )
+    return f"Refusal probe per round: {html.escape(counts)}.{warn}"
+
+
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
 h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
@@ -201,6 +275,8 @@ def render_html(report: Report, pngs: dict[str, str]) -> str:
         f"<li>{s['ttft_over_bar']} requests without a first token within the "
         f"{report.ttft_bar_s:g} s bar</li>",
         f"<li>Observe mode: {_estimate_text(report.estimate)}</li>",
+        f"<li>{_bill_text(report.bill)}</li>",
+        f"<li>{_refusal_text(report.refusal)}</li>",
         "</ul>",
         '<h2 id="endpoints">Endpoints</h2>',
         _table(
@@ -210,6 +286,7 @@ def render_html(report: Report, pngs: dict[str, str]) -> str:
                 "rounds",
                 "failed",
                 "frozen",
+                "not_judged",
                 "ttft_median_s",
                 "ttft_max_s",
                 "suspensions",
@@ -228,6 +305,8 @@ def render_html(report: Report, pngs: dict[str, str]) -> str:
             parts.append(
                 _table(failing, ["tag", "contract", "failed", "judged", "rate", "reasons"])
             )
+        if name == "daily_spend":
+            parts.append(_table(report.spend, list(frames.SPEND_COLUMNS)))
         if name == "suspensions":
             parts.append(
                 _table(
@@ -279,6 +358,8 @@ def open_report(
     since: datetime,
     ttft_bar_s: float,
     clean_rounds: int,
+    cron: str | None = None,
+    budget_usd: float | None = None,
 ) -> Iterator[Report]:
     """Read the ledger and build the report of `model` since `since`; its figures are
     closed when the block ends."""
@@ -291,6 +372,9 @@ def open_report(
         since=since,
         ttft_bar_s=ttft_bar_s,
         clean_rounds=clean_rounds,
+        rounds=read_rounds(ledger_url, model, since),
+        cron=cron,
+        budget_usd=budget_usd,
     )
     try:
         yield report
@@ -307,9 +391,18 @@ def report_for(
     ttft_bar_s: float,
     clean_rounds: int,
     out_dir: Path,
+    cron: str | None = None,
+    budget_usd: float | None = None,
 ) -> tuple[Report, dict[str, Path]]:
     """Read the ledger, build the report and write it (figures closed afterwards)."""
     with open_report(
-        ledger_url, model, now=now, since=since, ttft_bar_s=ttft_bar_s, clean_rounds=clean_rounds
+        ledger_url,
+        model,
+        now=now,
+        since=since,
+        ttft_bar_s=ttft_bar_s,
+        clean_rounds=clean_rounds,
+        cron=cron,
+        budget_usd=budget_usd,
     ) as report:
         return report, write_report(report, out_dir)

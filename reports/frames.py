@@ -14,6 +14,8 @@ The ledger keeps one probe row per endpoint and round (`verdict`, `reasons`, `tt
                                            per endpoint: rounds, failed, frozen, TTFT, suspensions
     endpoint_history(probes, decisions, tag)
                                            one endpoint's rounds and decisions, with evidence
+    daily_spend(rounds)                    per UTC day: rounds, requests, cost (C13)
+    refusal_standing(rounds)               rounds per refusal-probe standing (C5)
 
 Observe-mode false positives (Q3): a would-suspend decision is
 - `false positive (probable)` when the endpoint's next `clean_rounds` judged rounds (frozen
@@ -36,8 +38,9 @@ from typing import Any
 import pandas as pd
 
 from probes.evidence import evidence_text
+from quarantine.budget import rounds_after, rounds_per_day
 
-VERDICT_CODES = {"clean": 0, "frozen": 1, "failed": 2}
+VERDICT_CODES = {"clean": 0, "frozen": 1, "failed": 2, "unjudged": 3}
 CONTRACTS = ("latency", "refusal", "structured", "language", "start", "tools", "stream")
 _JUDGED = ("pass", "fail")
 _ENDS = {"reinstated_early", "lifted", "expired"}
@@ -217,7 +220,8 @@ def observe_false_positives(
         contracts = _contracts(d.get("evidence") or [])
         mine = probes[probes["tag"] == tag]
         before = mine[mine["round_id"].isin(list(d.get("round_ids") or []))]
-        after = mine[(mine["at"] > at) & (mine["verdict"] != "frozen")].sort_values("at")
+        judged = ~mine["verdict"].isin(["frozen", "unjudged"])  # rounds without evidence skipped
+        after = mine[(mine["at"] > at) & judged].sort_values("at")
         recurred = [
             r
             for r in after.to_dict("records")
@@ -266,7 +270,7 @@ def endpoint_summary(
     """Per endpoint: rounds, failed and frozen rounds, the median and slowest first token
     (seconds; requests without text count at the bar), suspensions and shadow suspensions,
     and the last verdict."""
-    columns = ["tag", "rounds", "failed", "frozen", "ttft_median_s", "ttft_max_s",
+    columns = ["tag", "rounds", "failed", "frozen", "not_judged", "ttft_median_s", "ttft_max_s",
                "suspensions", "shadow", "last_verdict"]  # fmt: skip
     if probes.empty:
         return pd.DataFrame(columns=columns)
@@ -277,6 +281,7 @@ def endpoint_summary(
             "rounds": grouped.size(),
             "failed": grouped["verdict"].apply(lambda v: int((v == "failed").sum())),
             "frozen": grouped["verdict"].apply(lambda v: int((v == "frozen").sum())),
+            "not_judged": grouped["verdict"].apply(lambda v: int((v == "unjudged").sum())),
             "last_verdict": grouped["verdict"].last(),
         }
     )
@@ -331,3 +336,57 @@ def endpoint_history(probes: pd.DataFrame, decisions: pd.DataFrame, tag: str) ->
         )
     frame = pd.DataFrame(rows, columns=["at", "what", "detail", "evidence", "rounds"])
     return frame.sort_values("at", kind="stable").reset_index(drop=True)
+
+
+SPEND_COLUMNS = ["day", "rounds", "requests", "cost_usd", "estimated_usd", "frozen_rounds"]
+
+
+def daily_spend(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Per UTC day (oldest first): the model's rounds, their requests and cost in USD, the
+    part of it priced by estimate, and the rounds frozen for the budget (C13)."""
+    if rounds.empty:
+        return pd.DataFrame(columns=SPEND_COLUMNS)
+    days = rounds.assign(
+        day=rounds["at"].dt.tz_convert("UTC").dt.date,
+        frozen=rounds["budget_level"] == "frozen",
+    )
+    frame = days.groupby("day", as_index=False).agg(
+        rounds=("round_id", "nunique"),
+        requests=("requests", "sum"),
+        cost_usd=("cost_usd", "sum"),
+        estimated_usd=("estimated_usd", "sum"),
+        frozen_rounds=("frozen", "sum"),
+    )
+    return frame[SPEND_COLUMNS].sort_values("day").reset_index(drop=True)
+
+
+def refusal_standing(rounds: pd.DataFrame) -> dict[str, int]:
+    """How many rounds the refusal probe was verified, weak or unverified in (C5)."""
+    if rounds.empty or "refusal_probe" not in rounds:
+        return {}
+    counts = rounds["refusal_probe"].fillna("unknown").value_counts().to_dict()
+    return {str(k): int(v) for k, v in sorted(counts.items())}
+
+
+def day_bill(
+    rounds: pd.DataFrame, now: datetime, cron: str | None, budget_usd: float | None
+) -> dict[str, Any]:
+    """Spent on the UTC day of `now` and the forecast for that day at the schedule `cron`:
+    the last round's cost for each round still to come (C13)."""
+    day = utc(now).date()
+    if rounds.empty:
+        today, last = rounds, 0.0
+    else:
+        today = rounds[rounds["at"].dt.tz_convert("UTC").dt.date == day]
+        last = float(rounds.sort_values("at")["cost_usd"].iloc[-1])
+    spent = float(today["cost_usd"].sum()) if not today.empty else 0.0
+    left = rounds_after(cron, utc(now).to_pydatetime()) if cron else None
+    return {
+        "day": day,
+        "spent_usd": spent,
+        "rounds": len(today),
+        "last_round_usd": last,
+        "rounds_per_day": rounds_per_day(cron, day) if cron else None,
+        "forecast_usd": spent + last * left if left is not None else None,
+        "budget_usd": budget_usd,
+    }

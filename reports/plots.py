@@ -6,6 +6,7 @@ the endpoints and counts it shows (what the tests read back).
     failure_rates(rates)             heatmap of endpoints x contracts, annotated "k/n"
     ttft_distribution(samples, bar)  box plot per endpoint with the latency bar as a line
     suspension_timeline(intervals)   suspensions and shadow suspensions on a time axis
+    daily_spend(spend, budget)       the canary's own cost per day, the budget as a line
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from matplotlib.patches import Patch
 from reports.frames import CONTRACTS, VERDICT_CODES
 
 CLEAN, FROZEN, FAILED, MISSING = "#3a9d5d", "#e0b400", "#d03b3b", "#d9d9d9"
+UNJUDGED = "#6fb7d6"  # no evidence either way (C5): neither clean nor failed
 SHADOW = "#8f7fd6"
 DPI = 110
 
@@ -49,7 +51,7 @@ def verdict_timeline(matrix: pd.DataFrame) -> Figure:
     if matrix.empty:
         return _empty(title)
     values = np.ma.masked_invalid(matrix.to_numpy(dtype=float))
-    cmap = ListedColormap([CLEAN, FROZEN, FAILED]).with_extremes(bad=MISSING)
+    cmap = ListedColormap([CLEAN, FROZEN, FAILED, UNJUDGED]).with_extremes(bad=MISSING)
     fig, ax = plt.subplots(figsize=(max(8.0, 0.12 * matrix.shape[1] + 4), _height(len(matrix))))
     ax.imshow(values, aspect="auto", cmap=cmap, vmin=0, vmax=len(VERDICT_CODES) - 1,
               interpolation="nearest")  # fmt: skip
@@ -63,7 +65,8 @@ def verdict_timeline(matrix: pd.DataFrame) -> Figure:
     ax.set_xlabel("round (logical time, UTC)")
     ax.legend(
         handles=[Patch(color=c, label=k) for k, c in
-                 (("clean", CLEAN), ("frozen", FROZEN), ("failed", FAILED), ("not probed", MISSING))],
+                 (("clean", CLEAN), ("frozen", FROZEN), ("failed", FAILED),
+                  ("not judged", UNJUDGED), ("not probed", MISSING))],
         loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False,
     )  # fmt: skip
     fig.tight_layout()
@@ -150,6 +153,30 @@ def suspension_timeline(intervals: pd.DataFrame, start: pd.Timestamp, end: pd.Ti
     ax.legend(handles=[Patch(color=FAILED, label="suspended (enforce)"),
                        Patch(color=SHADOW, label="shadow (observe)")],
               loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)  # fmt: skip
+    fig.tight_layout()
+    return fig
+
+
+def daily_spend(spend: pd.DataFrame, budget_usd: float | None = None) -> Figure:
+    """The canary's own cost per UTC day (bars, the estimated part hatched), the daily
+    budget as a line, each bar labelled with its dollars."""
+    title = "The canary's daily spend"
+    if spend.empty:
+        return _empty(title)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(spend) + 3), 3.6))
+    labels = [f"{d:%m-%d}" for d in spend["day"]]
+    measured = spend["cost_usd"] - spend["estimated_usd"]
+    ax.bar(labels, measured, color=CLEAN, label="from usage / listing prices")
+    ax.bar(labels, spend["estimated_usd"], bottom=measured, color=CLEAN, hatch="//",
+           edgecolor="white", label="estimated (no usage)")  # fmt: skip
+    for x, total in zip(labels, spend["cost_usd"], strict=True):
+        ax.annotate(f"${total:.4f}" if total < 1 else f"${total:.2f}", (x, total),
+                    ha="center", va="bottom", fontsize=8)  # fmt: skip
+    if budget_usd:
+        ax.axhline(budget_usd, color=FAILED, linestyle="--", label=f"budget ${budget_usd:g}/day")
+    ax.set_ylabel("USD")
+    ax.set_title(f"{title} ({int(spend['rounds'].sum())} rounds, ${spend['cost_usd'].sum():.4f})")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.tight_layout()
     return fig
 

@@ -1,17 +1,20 @@
-"""The request router and its OpenAI-compatible gateway (SPEC R1-R12).
+"""The request router and its OpenAI-compatible gateway (SPEC R1-R13).
 
 A small front in the manner of stamina: import from here; the modules behind
-it are one concern each (contracts, classify, backoff, deadline, capability,
-acceptance, breaker, tools, events, metrics, report, upstream, attempt,
-router, gateway).
+it are one concern each (contracts, classify, moves, backoff, deadline, budget,
+latency, providers, capability, acceptance, breaker, masking, records, tools,
+events, metrics, report, served, upstream, listing, steer, planner, attempt,
+router, compose, gateway).
 
     from routing import Router, build_router, create_app, load_catalog
 
-    router = build_router(load_settings())            # upstream, quarantine exclusions, ledger
+    router = build_router(load_settings())            # upstream, quarantine exclusions, ledger,
+                                                      # the routes' endpoints listings
     result = await router.complete(body, workload="invoice_extraction", operation_id="op-1")
     result.accepted.parsed                            # schema- and semantically-valid object
 """
 
+from routing.compose import build_router
 from routing.contracts import Contract
 from routing.errors import (
     AmbiguousCompletionError,
@@ -28,8 +31,8 @@ from routing.errors import (
     TransientTransportError,
 )
 from routing.exclusions import CachedIgnoreSource, IgnoreSource, quarantine_source, static_source
-from routing.gateway import build_router, create_app
-from routing.router import RetryPolicy, Router, RouterResult
+from routing.gateway import create_app
+from routing.router import Router, RouterResult
 from routing.routes import Catalog, load_catalog
 from routing.tools import ToolStore, execution_key
 
@@ -47,7 +50,6 @@ __all__ = [
     "InvalidResponseError",
     "NoCompatibleRouteError",
     "PermanentRequestError",
-    "RetryPolicy",
     "RouteIncompatibleError",
     "Router",
     "RouterResult",

@@ -43,6 +43,30 @@ def accept(
     completion: Completion, contract: Contract, schemas: SchemaRegistry
 ) -> Accepted | Rejection:
     """Run the pipeline; the first failing step decides the rejection."""
+    rejected = _transport_and_finish(completion, contract)
+    if rejected is not None:
+        return rejected
+    content = completion.content.strip()
+    parsed = _structured(content, contract, schemas)
+    if isinstance(parsed, Rejection):
+        return parsed
+    tool_args = _tool_arguments(completion, contract)
+    if isinstance(tool_args, Rejection):
+        return tool_args
+    if contract.semantic is not None and parsed is not None:
+        verdict = VALIDATORS[contract.semantic.validator](parsed, contract.semantic.params)
+        if verdict is not None:
+            return Rejection(*verdict)
+    if not completion.tool_calls and len(content) < contract.constraints.min_output_chars:
+        return Rejection(
+            "output_too_short", f"{len(content)} < {contract.constraints.min_output_chars}"
+        )
+    return Accepted(content=content, parsed=parsed, tool_arguments=tool_args)
+
+
+def _transport_and_finish(completion: Completion, contract: Contract) -> Rejection | None:
+    """Steps 1-2 and the start check: a complete stream without an in-band error, a finish
+    reason the contract takes, and (streaming workloads) a clean reply start."""
     if not completion.done:
         return Rejection("transport_incomplete", "stream ended without [DONE]")
     if completion.error is not None:
@@ -60,26 +84,34 @@ def accept(
         kind = stray_start_kind(content, contract.locale)
         if kind is not None:
             return Rejection("stray_start", kind)
+    return None
 
-    parsed: Any = None
+
+def _structured(content: str, contract: Contract, schemas: SchemaRegistry) -> Any:
+    """Step 3: the structured object the contract asks for (None when it asks for none),
+    or the rejection of malformed JSON or of the schema's first error."""
     so = contract.structured_output
-    if so.required and so.schema_id:
-        try:
-            parsed = jsonio.loads(content, strict=True)  # bounded: depth, integer size, NaN
-        except jsonio.WireJSONError as exc:
-            return Rejection("malformed_json", str(exc)[:200])
-        errors = sorted(
-            schemas.validator(so.schema_id).iter_errors(parsed), key=lambda e: list(e.path)
-        )
-        if errors:
-            err = errors[0]
-            where = "/".join(str(p) for p in err.absolute_path) or "(root)"
-            reason = "missing_field" if err.validator == "required" else "schema_invalid"
-            return Rejection(reason, f"{where}: {err.message[:200]}")
+    if not (so.required and so.schema_id):
+        return None
+    try:
+        parsed = jsonio.loads(content, strict=True)  # bounded: depth, integer size, NaN
+    except jsonio.WireJSONError as exc:
+        return Rejection("malformed_json", str(exc)[:200])
+    errors = sorted(schemas.validator(so.schema_id).iter_errors(parsed), key=lambda e: list(e.path))
+    if errors:
+        err = errors[0]
+        where = "/".join(str(p) for p in err.absolute_path) or "(root)"
+        reason = "missing_field" if err.validator == "required" else "schema_invalid"
+        return Rejection(reason, f"{where}: {err.message[:200]}")
+    return parsed
 
-    tool_args: list[dict[str, Any]] = []
+
+def _tool_arguments(completion: Completion, contract: Contract) -> list[dict[str, Any]] | Rejection:
+    """Step 4: each tool call's arguments, when every call names a registered tool and its
+    arguments are valid against that tool's schema (and a call is there when required)."""
     if contract.requires_tools and not completion.tool_calls:
         return Rejection("no_tool_call", "the contract requires a tool call")
+    tool_args: list[dict[str, Any]] = []
     for call in completion.tool_calls:
         spec = contract.tool(call.name)
         if spec is None:
@@ -92,14 +124,4 @@ def accept(
         if errors:
             return Rejection("tool_args_invalid", f"{call.name}: {errors[0].message[:200]}")
         tool_args.append(args)
-
-    if contract.semantic is not None and parsed is not None:
-        verdict = VALIDATORS[contract.semantic.validator](parsed, contract.semantic.params)
-        if verdict is not None:
-            return Rejection(*verdict)
-
-    if not completion.tool_calls and len(content) < contract.constraints.min_output_chars:
-        return Rejection(
-            "output_too_short", f"{len(content)} < {contract.constraints.min_output_chars}"
-        )
-    return Accepted(content=content, parsed=parsed, tool_arguments=tool_args)
+    return tool_args

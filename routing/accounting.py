@@ -1,7 +1,8 @@
 """Per-request bookkeeping of the router: the request's running state and the
 R10 records built from it (pure: data in, records out; `now` is passed in).
 
-    RequestState      operation id, contract, body, deadline, attempts so far, cost so far
+    RequestState      request and operation ids, contract, body, deadline, attempts so
+                      far, cost so far, the providers it excluded per model (R13)
     attempt_record    one AttemptRecord from an AttemptResult (cost estimated from the
                       route's prices when the upstream reported none; a cancelled hedge
                       loser is still billed for its prompt)
@@ -17,7 +18,7 @@ from routing.attempt import AttemptResult
 from routing.capability import estimate_needs
 from routing.contracts import Contract
 from routing.deadline import Deadline
-from routing.events import AttemptRecord, RequestRecord, sha256_text
+from routing.records import AttemptRecord, RequestRecord, sha256_text
 from routing.response import Completion
 from routing.routes import Route
 
@@ -32,6 +33,12 @@ class RequestState:
     stream: bool
     attempts: list[AttemptRecord] = field(default_factory=list)
     cost_usd: float = 0.0
+    request_id: str | None = None  # the gateway's id of this HTTP request
+    # model -> the tags of providers this request excluded after they served a failure
+    excluded: dict[str, set[str]] = field(default_factory=dict)
+
+    def excluded_for(self, model: str) -> set[str]:
+        return self.excluded.get(model, set())
 
 
 def attempt_record(
@@ -66,17 +73,26 @@ def attempt_record(
         if res.rejection
         else None
     )
+    b = res.budget
     record = AttemptRecord(
         operation_id=req.operation_id, attempt_id=f"{req.operation_id}.{index}", attempt_index=index,
-        workload=req.contract.workload, route_id=res.route.id, model=res.route.model, provider=comp.provider,
+        workload=req.contract.workload, route_id=res.route.id, model=res.route.model, provider=res.served_by,
         failure_class=None if c is None else c.failure_class.value, reason=None if c is None else c.reason,
         status_code=res.status_code, http_success=res.status_code == 200,
         latency_ms=(res.ended - res.started) * 1000, ttft_ms=None if res.ttft_s is None else res.ttft_s * 1000,
         prompt_tokens=prompt_t, completion_tokens=completion_t, cost_usd=cost, fallback_reason=fallback_reason,
         validation=validation, circuit_state=circuit, hedged=hedged, cancelled=cancelled, waited_s=waited_s,
+        request_id=req.request_id, provider_tag=res.provider_tag,
+        excluded=",".join(sorted(res.excluded_before)) or None,
+        budget_ms=_ms(b.total_ms) if b else None, ttft_budget_ms=_ms(b.ttft_ms) if b else None,
+        kept_ms=_ms(b.kept_ms) if b else None,
     )  # fmt: skip
     req.attempts.append(record)
     return record
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def request_record(
@@ -94,9 +110,9 @@ def request_record(
         operation_id=req.operation_id, workload=req.contract.workload, contract_version=req.contract.version,
         outcome=outcome, reason=reason, final_route=route.id if route else None,
         final_provider=comp.provider if comp else None, attempts=len(req.attempts),
-        fallbacks=sum(1 for a in req.attempts if a.fallback_reason and a.route_id != first),
+        fallbacks=sum(1 for a in req.attempts if a.fallback_reason and (a.route_id != first or a.excluded)),
         latency_ms=(now - req.started) * 1000, cost_usd=req.cost_usd,
         prompt_sha256=sha256_text(req.body.get("messages")),
         output_sha256=sha256_text(comp.content) if comp is not None and outcome == "accepted" else None,
-        stream=req.stream,
+        stream=req.stream, request_id=req.request_id,
     )  # fmt: skip

@@ -18,7 +18,8 @@ from typing import Any
 from probes.integrity import stray_start_kind
 from routing.acceptance import Accepted, accept
 from routing.attribution import attribute, client_shaping
-from routing.classify import Classification, Rejection, classify
+from routing.budget import Budget
+from routing.classify import Classification, Rejection, classify, with_side_effects
 from routing.contracts import Contract
 from routing.deadline import AttemptBudget
 from routing.errors import FailureClass as F
@@ -111,6 +112,18 @@ class AttemptResult:
     head: str = ""  # streaming: the buffered start, not yet sent to the client
     call: UpstreamCall | None = None  # streaming: still open, owned by the caller now
     rest: AsyncIterator[str] | None = None
+    error_provider: str | None = None  # an error envelope's metadata.provider_name
+    budget: Budget | None = None  # the attempt's budgets (R13)
+    excluded_before: frozenset[str] = frozenset()  # tags the request had excluded by then
+    ignore: tuple[str, ...] = ()  # the provider.ignore it was sent with (the route's aside)
+    excludable: tuple[str, ...] | None = None  # tags that would exclude who served it (floor)
+    provider_tag: str | None = None  # the listing's tag of who served it, when one
+    probes: tuple[str, ...] = ()  # provider circuits admitted half-open for this attempt
+
+    @property
+    def served_by(self) -> str | None:
+        """Who served it: the reply's `provider`, else its error envelope's."""
+        return self.completion.provider or self.error_provider
 
 
 async def run_attempt(
@@ -133,57 +146,30 @@ async def run_attempt(
     (`routing.attribution.client_shaping` of its body); an acceptance rejection carries them."""
     res = result or AttemptResult(route=route, started=clock())
     call = upstream.call(body, budget)
+    judge = _Judge(contract, schemas, body, client_params)
     handed_over = False
     try:
         async with asyncio.timeout(budget.total_s):
             err = await call.start()
             res.status_code = call.status_code
             if err is not None:
+                res.error_provider = err.provider_name
                 res.classification = classify(err)
-                return res
-            pieces = call.content()
-            if stream_release:
-                head = ""
-                async for piece in pieces:
+            elif stream_release:
+                handed_over = await _check_start(res, call, judge, clock)
+            else:
+                async for _ in call.content():
                     if res.ttft_s is None:
                         res.ttft_s = clock() - res.started
-                    head += piece
-                    if len(head.strip()) >= contract.start_check_chars:
-                        break
-                res.head = head
-                if call.assembler.completion.done or call.assembler.completion.error is not None:
-                    # the whole reply is here: full acceptance
-                    _judge(res, call, contract, schemas, body, client_params)
-                    if res.classification is None:
-                        res.output_started = True
-                    return res
-                if not head.strip():
-                    res.completion = call.assembler.completion
-                    res.output_started = call.output_started
-                    res.rejection = Rejection("transport_incomplete", "stream ended without [DONE]")
-                    res.classification = Classification(
-                        _ambiguous_or_invalid(call),
-                        "stream_cut" if call.output_started else "empty_stream",
-                    )
-                    return res
-                kind = stray_start_kind(head, contract.locale)
-                if kind is not None:
-                    res.rejection = Rejection("stray_start", kind)
-                    res.classification = attribute(classify(res.rejection), client_params)
-                    return res
-                res.call, res.rest, handed_over = call, pieces, True
-                res.output_started = True
-                return res
-            async for _ in pieces:
-                if res.ttft_s is None:
-                    res.ttft_s = clock() - res.started
-            _judge(res, call, contract, schemas, body, client_params)
+                judge(res, call)
             return res
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # every failure is classified, the unforeseen ones included
         res.output_started = call.output_started
         res.classification = classify_unforeseen(exc, call.output_started, upstream.scrub)
+        if contract.side_effect_tools:  # a read timeout after acceptance is ambiguous there
+            res.classification = with_side_effects(res.classification)
         return res
     finally:
         res.ended = clock()
@@ -191,6 +177,47 @@ async def run_attempt(
         res.output_started = res.output_started or call.output_started
         if not handed_over:
             await call.aclose()
+
+
+async def _check_start(
+    res: AttemptResult, call: UpstreamCall, judge: _Judge, clock: Callable[[], float]
+) -> bool:
+    """A streaming workload: buffer the reply's start (`start_check_chars`) and check it.
+    True when the still-open call is handed over in `res` (`call`, `rest`) to release the
+    rest; False when the attempt is judged here (the whole reply already came, or an empty
+    or stray start)."""
+    pieces = call.content()
+    head = ""
+    async for piece in pieces:
+        if res.ttft_s is None:
+            res.ttft_s = clock() - res.started
+        head += piece
+        if len(head.strip()) >= judge.contract.start_check_chars:
+            break
+    res.head = head
+    completion = call.assembler.completion
+    if completion.done or completion.error is not None:
+        judge(res, call)  # the whole reply is here: full acceptance
+        if res.classification is None:
+            res.output_started = True
+        return False
+    if not head.strip():
+        res.completion = completion
+        res.output_started = call.output_started
+        res.rejection = Rejection("transport_incomplete", "stream ended without [DONE]")
+        res.classification = Classification(
+            _ambiguous_or_invalid(call), "stream_cut" if call.output_started else "empty_stream"
+        )
+        return False
+    kind = stray_start_kind(head, judge.contract.locale)
+    if kind is not None:
+        res.rejection = Rejection("stray_start", kind)
+        res.classification = attribute(classify(res.rejection), judge.client_params)
+        return False
+    res.call, res.rest = call, pieces
+    res.output_started = True
+    call.stall_s = None  # released: from now on only the deadline bounds the stream
+    return True
 
 
 def classify_unforeseen(
@@ -227,31 +254,33 @@ def _ambiguous_or_invalid(call: UpstreamCall) -> F:
     return F.AMBIGUOUS if call.output_started else F.TRANSIENT
 
 
-def _judge(
-    res: AttemptResult,
-    call: UpstreamCall,
-    contract: Contract,
-    schemas: SchemaRegistry,
-    body: dict[str, Any],
-    client_params: tuple[str, ...],
-) -> None:
-    comp = call.assembler.completion
-    res.completion = comp
-    if not comp.done and comp.error is None:
-        # the stream ended without [DONE]: a cut; after output it is ambiguous
-        res.rejection = Rejection("transport_incomplete", "stream ended without [DONE]")
-        res.classification = Classification(_ambiguous_or_invalid(call), "stream_cut")
-        return
-    if comp.error is not None:
-        res.rejection = Rejection("in_band_error", comp.error.error_type or "")
-        res.classification = classify(comp.error)
-        return
-    verdict = accept(comp, contract, schemas)
-    if isinstance(verdict, Rejection):
-        res.rejection = verdict
-        res.classification = attribute(classify(verdict), client_params)
-        if client_truncated(body, comp):
-            # the client's own max_tokens cut the reply: its request, not the route (R9)
-            res.classification = Classification(F.PERMANENT, "max_tokens_too_small")
-    else:
-        res.accepted = verdict
+@dataclass(frozen=True, slots=True)
+class _Judge:
+    """The whole reply of one attempt through the acceptance pipeline (R7)."""
+
+    contract: Contract
+    schemas: SchemaRegistry
+    body: dict[str, Any]  # the client's request (its own max_tokens may explain a cut)
+    client_params: tuple[str, ...]
+
+    def __call__(self, res: AttemptResult, call: UpstreamCall) -> None:
+        comp = call.assembler.completion
+        res.completion = comp
+        if not comp.done and comp.error is None:
+            # the stream ended without [DONE]: a cut; after output it is ambiguous
+            res.rejection = Rejection("transport_incomplete", "stream ended without [DONE]")
+            res.classification = Classification(_ambiguous_or_invalid(call), "stream_cut")
+            return
+        if comp.error is not None:
+            res.rejection = Rejection("in_band_error", comp.error.error_type or "")
+            res.classification = classify(comp.error)
+            return
+        verdict = accept(comp, self.contract, self.schemas)
+        if isinstance(verdict, Rejection):
+            res.rejection = verdict
+            res.classification = attribute(classify(verdict), self.client_params)
+            if client_truncated(self.body, comp):
+                # the client's own max_tokens cut the reply: its request, not the route (R9)
+                res.classification = Classification(F.PERMANENT, "max_tokens_too_small")
+        else:
+            res.accepted = verdict

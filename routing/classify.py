@@ -3,13 +3,19 @@
 Signals:
   - an OpenRouter error (`wire.errors.ErrorInfo`): an HTTP status with its
     envelope, or an in-band error chunk after HTTP 200;
-  - an exception raised while talking to the upstream (`routing.upstream`'s transport
-    errors, asyncio's timeout);
+  - an exception raised while talking to the upstream (our transport errors,
+    `routing.errors.UpstreamError`'s tree, into which `routing.upstream` translates its client
+    library's; `MalformedStream`; asyncio's timeout);
   - an acceptance rejection (`Rejection`) of an HTTP-successful response.
 
 `early=True` marks a failure that could not have produced billable output
 (the connection was never established), the only case the default policy
 retries on the same route.
+
+A transport error's reason is its `TransportCode` (`ReadError` -> "connection_reset"), the
+vocabulary the canary's probe client shares; any other exception's reason is its class name
+in snake case (`MalformedStream` -> "malformed_stream", `TimeoutError` -> "timeout_error").
+Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -17,8 +23,21 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from routing import upstream as up
-from routing.errors import FailureClass
+from routing.errors import (
+    ConnectError,
+    ConnectTimeout,
+    DecodingError,
+    FailureClass,
+    InvalidURL,
+    MalformedStream,
+    ReadError,
+    ReadTimeout,
+    RemoteProtocolError,
+    SlowFirstToken,
+    StreamStalled,
+    UnsupportedProtocol,
+    UpstreamError,
+)
 from wire.errors import ErrorInfo
 
 F = FailureClass
@@ -84,21 +103,23 @@ _STATUSES: dict[int, FailureClass] = {
 }
 
 # Exceptions, most specific first; `None` = depends on whether output had started. The
-# upstream's transport failures arrive in our own vocabulary (`routing.upstream` translates
-# its client library's at that boundary). A test walks every `UpstreamError` class and fails
-# unless each one has its own row (by exact type: a catch-all parent row would silently
-# classify a new subclass).
+# upstream's transport failures arrive in our own vocabulary (`routing.errors`' tree, into
+# which `routing.upstream` translates its client library's). A test walks every
+# `UpstreamError` class and fails unless each one has its own row (by exact type: a
+# catch-all parent row would silently classify a new subclass).
 _EXCEPTIONS: tuple[tuple[type[BaseException], FailureClass | None, bool], ...] = (
-    (up.ConnectTimeout, F.TRANSIENT, True),
-    (up.ConnectError, F.TRANSIENT, True),
-    (up.UnsupportedProtocol, F.PERMANENT, True),
-    (up.InvalidURL, F.PERMANENT, True),
-    (up.ReadTimeout, None, False),
-    (up.ReadError, None, False),
-    (up.RemoteProtocolError, None, False),
-    (up.DecodingError, F.INVALID_RESPONSE, False),
-    (up.UpstreamError, None, False),
-    (up.MalformedStream, F.INVALID_RESPONSE, False),
+    (ConnectTimeout, F.TRANSIENT, True),
+    (ConnectError, F.TRANSIENT, True),
+    (UnsupportedProtocol, F.PERMANENT, True),
+    (InvalidURL, F.PERMANENT, True),
+    (ReadTimeout, None, False),
+    (ReadError, None, False),
+    (RemoteProtocolError, None, False),
+    (DecodingError, F.INVALID_RESPONSE, False),
+    (UpstreamError, None, False),
+    (MalformedStream, F.INVALID_RESPONSE, False),
+    (SlowFirstToken, F.SLOW_FIRST_TOKEN, False),  # our first-token cut: the route's (R13)
+    (StreamStalled, None, False),  # our stall cut (after output: ambiguous)
     (TimeoutError, None, False),  # asyncio.timeout() cut the attempt to the budget
     (asyncio.IncompleteReadError, None, False),
     (ConnectionError, None, False),
@@ -141,11 +162,27 @@ def classify_exception(exc: BaseException, *, output_started: bool) -> Classific
     """
     for exc_type, cls, early in _EXCEPTIONS:
         if isinstance(exc, exc_type):
-            reason = _reason_name(exc)
+            reason = exc.code.value if isinstance(exc, UpstreamError) else _reason_name(exc)
             if cls is None:
                 cls = F.AMBIGUOUS if output_started else F.TRANSIENT
             return Classification(cls, reason, early=early and not output_started)
     raise TypeError(f"unclassified failure type {type(exc).__name__}; add it to routing.classify")
+
+
+# read timeouts: we stopped waiting for a reply the upstream may have accepted
+_READ_TIMEOUTS = frozenset({"read_timeout", "timeout_error", "slow_first_token", "stream_stalled"})
+
+
+def with_side_effects(c: Classification) -> Classification:
+    """`c` on a workload whose tools have side effects (`ToolSpec.side_effect`): a read
+    timeout after the request was sent (not early: the upstream may have accepted it) is an
+    ambiguous completion there, never replayed without the tool store's dedupe (R2, R8);
+    elsewhere it stays what it was."""
+    if c.early or c.reason not in _READ_TIMEOUTS:
+        return c
+    if c.failure_class not in (F.TRANSIENT, F.SLOW_FIRST_TOKEN):
+        return c
+    return Classification(F.AMBIGUOUS, c.reason, retry_after_s=c.retry_after_s)
 
 
 def classify_rejection(rejection: Rejection) -> Classification:

@@ -124,6 +124,12 @@ class Contract(_Strict):
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
 
+    @property
+    def side_effect_tools(self) -> bool:
+        """Whether a registered tool has side effects: an ambiguous completion (a read
+        timeout after the upstream may have accepted included) is then never replayed."""
+        return any(t.side_effect for t in self.tools)
+
 
 def format_errors(exc: ValidationError, source: str) -> str:
     parts = []

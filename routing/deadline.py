@@ -1,10 +1,12 @@
-"""One end-to-end deadline (SPEC R4), pure arithmetic on monotonic seconds.
+"""One end-to-end deadline (SPEC R4, R13), pure arithmetic on monotonic seconds.
 
 The gateway records `Deadline(at=now + deadline_ms/1000)` on arrival. Before
 every attempt the router asks `may_start(now)`: an attempt may start only when
-the remaining time covers connect + generation + validation allowances. Each
-attempt's timeouts are then cut to what is left (`attempt_budget`), keeping
-the validation allowance in reserve.
+the remaining time covers connect + generation + validation allowances, with the
+gateway's own reserve (`Allowances.reserve_s`) kept besides. Each attempt's
+timeouts are then cut to what is left (`attempt_budget`: the reserve and the
+validation allowance kept back), and further, so one fallback still fits
+(`routing/budget.py`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ class AttemptBudget:
 
     connect_s: float
     total_s: float  # connect + headers + body, everything but validation
+    ttft_s: float | None = None  # no content (text or tool call) by then: slow_first_token
+    stall_s: float | None = None  # started, then no byte this long before release: a stall
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +42,21 @@ class Deadline:
     def remaining(self, now: float) -> float:
         return self.at - now
 
+    @property
+    def needed_s(self) -> float:
+        """What an attempt needs of the deadline to start: its allowances and the reserve."""
+        return self.allowances.required_s + self.allowances.reserve_s
+
     def may_start(self, now: float, *, wait_s: float = 0.0) -> bool:
         """Whether an attempt starting after `wait_s` more seconds can still finish in time."""
-        return self.remaining(now) - wait_s >= self.allowances.required_s
+        return self.remaining(now) - wait_s >= self.needed_s
+
+    def usable(self, now: float) -> float:
+        """What an attempt starting now may use if it were the last: the remaining time
+        less the gateway's reserve and the attempt's validation allowance."""
+        a = self.allowances
+        return max(0.0, self.remaining(now) - a.validation_s - a.reserve_s)
 
     def attempt_budget(self, now: float) -> AttemptBudget:
-        usable = max(0.0, self.remaining(now) - self.allowances.validation_s)
+        usable = self.usable(now)
         return AttemptBudget(connect_s=min(self.allowances.connect_s * 5, usable), total_s=usable)

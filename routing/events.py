@@ -4,31 +4,34 @@ One `RequestEvent` per request and one `AttemptEvent` per model call, in the
 tables `routing_requests` and `routing_attempts` (own SQLModel metadata, so
 other folders' tables on the same URL are neither created nor touched).
 Prompts, outputs and tool arguments appear only as SHA-256 hashes; the API
-key never appears at all.
+key never appears at all. Times (`at`) are aware UTC.
 
-The router builds plain `AttemptRecord` / `RequestRecord` dataclasses (cheap on
-the request path); `emit()` is an O(1) append, and `EventLog.aflush()` (run
-periodically by the gateway, and at shutdown) writes the buffer with two Core
-bulk inserts in one transaction on a worker thread. A failed flush is
-logged and that batch is dropped (serving never blocks on the ledger).
+The router builds plain `AttemptRecord` / `RequestRecord` dataclasses
+(`routing/records.py`, cheap on the request path); `EventLog` is the ledger's
+`EventSink`: `emit()` is an O(1) append, and `aflush()` (run periodically by the
+gateway, and at shutdown) writes the buffer with two Core bulk inserts in one
+transaction on a worker thread. A failed periodic flush is logged and that batch
+is dropped (serving never blocks on the ledger).
+
+A ledger written by an earlier version lacks the newer (nullable) columns: opening it adds
+them, and their indexes (`add_missing_columns`), on SQLite and PostgreSQL alike.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import threading
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from dataclasses import asdict
+from datetime import datetime
 
-from sqlalchemy import insert
+from sqlalchemy import MetaData, insert, inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
+from ground.clock import as_utc
 from ground.db import open_engine
+from routing.records import AttemptRecord, RequestRecord, utcnow
 
 
 class _RoutingBase(SQLModel, registry=registry()):
@@ -36,17 +39,6 @@ class _RoutingBase(SQLModel, registry=registry()):
 
 
 ROUTING_METADATA = _RoutingBase.metadata
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def sha256_text(value: Any) -> str:
-    """Hash of a prompt/output/arguments (canonical JSON for non-strings)."""
-    if not isinstance(value, str):
-        value = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
 class AttemptEvent(_RoutingBase, table=True):
@@ -76,6 +68,12 @@ class AttemptEvent(_RoutingBase, table=True):
     hedged: bool = False
     cancelled: bool = False
     waited_s: float = 0.0  # backoff / Retry-After slept before this attempt
+    request_id: str | None = Field(default=None, index=True)  # X-Request-Id
+    provider_tag: str | None = None  # the endpoint tag of `provider`, when the listing has one
+    budget_ms: float | None = None  # the attempt's total budget (R13)
+    ttft_budget_ms: float | None = None  # its first-token budget (None: no cut before the total)
+    kept_ms: float | None = None  # kept for one fallback when it started
+    excluded: str | None = None  # providers this request excluded by then (tags, comma-joined)
 
 
 class RequestEvent(_RoutingBase, table=True):
@@ -97,52 +95,37 @@ class RequestEvent(_RoutingBase, table=True):
     prompt_sha256: str = ""
     output_sha256: str | None = None
     stream: bool = False
+    request_id: str | None = Field(default=None, index=True)  # X-Request-Id
 
 
-@dataclass(slots=True)
-class AttemptRecord:
-    operation_id: str
-    attempt_id: str
-    attempt_index: int
-    workload: str
-    route_id: str
-    model: str
-    provider: str | None = None  # who served it (the response's `provider`)
-    failure_class: str | None = None  # None = accepted
-    reason: str | None = None
-    status_code: int | None = None
-    http_success: bool = False  # the upstream said 200 (whatever acceptance then said)
-    latency_ms: float = 0.0
-    ttft_ms: float | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    fallback_reason: str | None = None  # why this attempt is not the first choice
-    validation: str | None = None  # "accepted" | rejection reason | None (no response)
-    circuit_state: str = "closed"
-    hedged: bool = False
-    cancelled: bool = False
-    waited_s: float = 0.0  # backoff / Retry-After slept before this attempt
-    at: datetime = field(default_factory=utcnow)
+def _row(record: AttemptRecord | RequestRecord) -> dict[str, object]:
+    """A record as a row, its time in UTC (the column is timezone-aware)."""
+    row = asdict(record)
+    row["at"] = as_utc(record.at)
+    return row
 
 
-@dataclass(slots=True)
-class RequestRecord:
-    operation_id: str
-    workload: str
-    contract_version: int
-    outcome: str  # "accepted" or a failure class
-    reason: str | None = None
-    final_route: str | None = None
-    final_provider: str | None = None
-    attempts: int = 0
-    fallbacks: int = 0
-    latency_ms: float = 0.0
-    cost_usd: float = 0.0  # every attempt, hedged losers included
-    prompt_sha256: str = ""
-    output_sha256: str | None = None
-    stream: bool = False
-    at: datetime = field(default_factory=utcnow)
+def add_missing_columns(engine: Engine, metadata: MetaData) -> list[str]:
+    """The columns of `metadata`'s tables an existing table lacks, added (every column added
+    since a table's first version is nullable), then every index not there yet; returns
+    `table.column` of each column added."""
+    found = inspect(engine)
+    added: list[str] = []
+    with engine.begin() as conn:
+        for table in metadata.sorted_tables:
+            if not found.has_table(table.name):
+                continue
+            have = {c["name"] for c in found.get_columns(table.name)}
+            for column in table.columns:
+                if column.name in have:
+                    continue
+                kind = column.type.compile(dialect=engine.dialect)
+                conn.execute(text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"))
+                added.append(f"{table.name}.{column.name}")
+    for table in metadata.sorted_tables:
+        for index in table.indexes:
+            index.create(engine, checkfirst=True)
+    return added
 
 
 class EventLog:
@@ -151,6 +134,7 @@ class EventLog:
     def __init__(self, url: str) -> None:
         self.engine: Engine = open_engine(url)
         ROUTING_METADATA.create_all(self.engine)
+        add_missing_columns(self.engine, ROUTING_METADATA)
         self._buffer: list[AttemptRecord | RequestRecord] = []
         self._lock = threading.Lock()
 
@@ -166,8 +150,8 @@ class EventLog:
             batch, self._buffer = self._buffer, []
             if not batch:
                 return 0
-            attempts = [asdict(r) for r in batch if isinstance(r, AttemptRecord)]
-            requests = [asdict(r) for r in batch if isinstance(r, RequestRecord)]
+            attempts = [_row(r) for r in batch if isinstance(r, AttemptRecord)]
+            requests = [_row(r) for r in batch if isinstance(r, RequestRecord)]
             # Core bulk inserts: no ORM objects on the flush thread (it shares the GIL with serving)
             with self.engine.begin() as conn:
                 if attempts:
@@ -178,17 +162,6 @@ class EventLog:
 
     async def aflush(self) -> int:
         return await asyncio.to_thread(self.flush)
-
-    async def run_flusher(self, every_s: float = 0.5) -> None:
-        """Flush forever (a gateway background task); cancelled at shutdown."""
-        while True:
-            await asyncio.sleep(every_s)
-            try:
-                await self.aflush()
-            except Exception:  # pragma: no cover - keep serving; the next flush retries
-                import logging
-
-                logging.getLogger(__name__).exception("flushing routing events failed")
 
     def close(self) -> None:
         self.flush()

@@ -5,9 +5,9 @@
 `CachedIgnoreSource` wraps any source with a small TTL cache so a request
 adds ~0 ms: a fresh entry is returned at once; a stale one is returned at
 once too while one background refresh runs (stale-while-revalidate), so a
-runtime exclusion reaches the router within about `ttl_s` plus one refresh.
-A failing or slow source (each fetch is bounded by `fetch_timeout_s`) keeps the
-last known list; when there is none yet it falls back to the built-in layer
+runtime exclusion reaches the router within about `ignore_ttl_s` plus one refresh.
+A failing or slow source (each fetch is bounded by `ignore_fetch_timeout_s`; both
+from `settings.routing`, taken whole) keeps the last known list; when there is none yet it falls back to the built-in layer
 (`builtin_tags`), so exclusions never fail open because the quarantine store
 blinked; the error is logged.
 
@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+from ground.settings import RoutingConfig
 
 IgnoreSource = Callable[[str, datetime], Awaitable[list[str]]]
 
@@ -53,21 +55,32 @@ class CachedIgnoreSource:
     def __init__(
         self,
         source: IgnoreSource,
+        config: RoutingConfig | None = None,
         *,
-        ttl_s: float = 2.0,
-        fetch_timeout_s: float = 0.25,
         fallback: Callable[[str], list[str]] = builtin_tags,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        """`config`: settings.routing (`ignore_ttl_s`, `ignore_fetch_timeout_s`)."""
+        config = config or RoutingConfig()
         self._source = source
-        self._ttl_s = ttl_s
-        self._fetch_timeout_s = fetch_timeout_s
+        self._ttl_s = config.ignore_ttl_s
+        self._fetch_timeout_s = config.ignore_fetch_timeout_s
         self._fallback = fallback
         self._clock = clock
         self._wall = wall
         self._entries: dict[str, _Entry] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def ttl_s(self) -> float:
+        """How long a fetched list is fresh (settings.routing.ignore_ttl_s)."""
+        return self._ttl_s
+
+    @property
+    def fetch_timeout_s(self) -> float:
+        """The bound on one fetch (settings.routing.ignore_fetch_timeout_s)."""
+        return self._fetch_timeout_s
 
     async def _fetch(self, model: str) -> None:
         try:

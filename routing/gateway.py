@@ -2,38 +2,50 @@
 
     POST /v1/chat/completions   OpenAI chat body, `stream` true or false
          Authorization: Bearer <one of CANARY_GATEWAY__KEYS>   (never the upstream key)
-         X-Workload: chat | invoice_extraction | classify | tool_agent | ...   (default chat)
+         X-Workload: chat | invoice_extraction | classify | tool_agent | ...; without it the
+         body's `model` names the workload (what an off-the-shelf OpenAI client can set; a
+         name that is no workload is a 400 naming the known ones), without either `chat`
          Idempotency-Key / X-Operation-Id: echoed back as X-Operation-Id (generated if absent)
-         The client's `model`, `provider` and `stream_options` are ignored: the contract
-         of the workload chooses the route. `tools`, `tool_choice`, `functions`,
+         X-Request-Id (response): the gateway's own id of this request, also in an error
+         body (`request_id`); `canary served --request ID` finds its attempts
+         The client's `provider` and `stream_options` are ignored, and so is `model` once it
+         has chosen the workload: the contract of the workload chooses the route. `tools`, `tool_choice`, `functions`,
          `function_call` and `n` (other than 1) belong to the contract: refused (400,
-         reason contract_owned_parameter). A body over gateway_max_body_bytes gets 413.
+         reason contract_owned_parameter). A body over settings.gateway.max_body_bytes
+         gets 413, one not in within settings.gateway.body_timeout_s 408 (`BODY_REFUSALS`).
          Our own upstream key/credits rejected (401/402) -> 502 upstream_misconfigured.
-    GET  /metrics               Prometheus text (the router's own registry)
+    GET  /v1/models             the workloads, in OpenAI's list shape (what `models.list()`
+                                and chat front-ends discover)
+    GET  /metrics               Prometheus text (the router's own registry: counters and
+                                the R11 figures, with the masking warning)
     GET  /healthz               {"status": "ok", "workloads": [...], "routes": [...]}
 
 Errors use OpenAI's shape plus our failure class and the operation id:
 
     {"error": {"message": "...", "type": "capacity", "code": "capacity", "param": null,
                "failure_class": "capacity", "reason": "rate_limit_exceeded",
-               "operation_id": "op-…", "attempts": 2}}
+               "operation_id": "op-…", "request_id": "req-…", "attempts": 2}}
 
 A streaming reply is released only after its start passed the response-start
 check; a failure after release ends the stream with an in-band error chunk
 (`finish_reason: "error"`), as OpenRouter does.
+
+Starlette as it is written: module-level endpoints reading one typed `GatewayState` off
+`app.state.gateway` (the router it serves and `settings.gateway`, taken whole). The router
+is built elsewhere (`routing/compose.py`), so this module is only the HTTP shell.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 import re
 import time
 import traceback
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -44,12 +56,22 @@ from starlette.routing import Route
 
 from ground.errors import CanaryError
 from ground.heap import freeze_loaded
+from ground.settings import GatewayConfig
 from routing.accounting import RequestState
 from routing.attempt import end_verdict
-from routing.errors import FailureClass, PermanentRequestError, RoutingError
+from routing.errors import (
+    BodyTooLarge,
+    BodyTooSlow,
+    FailureClass,
+    PermanentRequestError,
+    RoutingError,
+)
 from routing.outcomes import StreamEnd
-from routing.router import Router, RouterResult, new_operation_id
+from routing.records import EventSink
+from routing.response import Completion
+from routing.router import Router, RouterResult, new_operation_id, new_request_id
 from wire import jsonio
+from wire.auth import bearer_token, key_matches
 from wire.text import NO_SECRET, Scrubber, upstream_text
 
 log = logging.getLogger(__name__)
@@ -57,11 +79,16 @@ _OP_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
 def error_response(
-    exc: RoutingError, operation_id: str, status: int | None = None, scrub: Scrubber = NO_SECRET
+    exc: RoutingError,
+    operation_id: str,
+    status: int | None = None,
+    scrub: Scrubber = NO_SECRET,
+    request_id: str | None = None,
 ) -> JSONResponse:
     """OpenAI's error shape; `message` and `reason` pass through `scrub` (the upstream key)
     once more at this boundary, whatever built them."""
     cls = exc.failure_class.value
+    request_id = request_id or new_request_id()
     body = {
         "error": {
             "message": upstream_text(exc.message, scrub, 2000),
@@ -71,12 +98,12 @@ def error_response(
             "failure_class": cls,
             "reason": upstream_text(exc.reason, scrub, 200) if exc.reason else exc.reason,
             "operation_id": operation_id,
+            "request_id": request_id,
             "attempts": exc.attempts,
         }
     }
-    return JSONResponse(
-        body, status_code=status or exc.http_status, headers={"X-Operation-Id": operation_id}
-    )
+    headers = {"X-Operation-Id": operation_id, "X-Request-Id": request_id}
+    return JSONResponse(body, status_code=status or exc.http_status, headers=headers)
 
 
 def _message(result: RouterResult) -> dict[str, Any]:
@@ -122,6 +149,57 @@ def _chunk(
     )
 
 
+def _closing_frames(base: dict[str, Any], comp: Completion) -> list[bytes]:
+    """The end of an accepted stream: the finish reason, the usage (when reported), [DONE]."""
+    frames = [_chunk(base, {}, comp.finish_reason or "stop")]
+    if comp.usage:
+        frames.append(_sse({**base, "choices": [], "usage": comp.usage}))
+    frames.append(b"data: [DONE]\n\n")
+    return frames
+
+
+def _stream_verdict(result: RouterResult, router: Router, req: RequestState) -> StreamEnd | None:
+    """How a released stream that reached its end ended: None = accepted; else an in-band
+    error, a cut, or the contract's full acceptance (R7) rejecting the whole reply."""
+    comp = result.completion
+    if comp.error is not None:
+        return StreamEnd.failed(FailureClass.INVALID_RESPONSE, "in_band_error")
+    if not comp.done:
+        return StreamEnd.failed(FailureClass.AMBIGUOUS, "stream_cut")
+    verdict = end_verdict(comp, req.contract, router.catalog.schemas, req.body)
+    if verdict is None:
+        return None
+    return StreamEnd.failed(verdict.failure_class, verdict.reason, verdict.client_params)
+
+
+def _failed_frame(
+    base: dict[str, Any], end: StreamEnd, req: RequestState, scrub: Scrubber
+) -> bytes:
+    """The in-band error chunk that ends a stream which failed after it started."""
+    err = {
+        "code": 502,
+        "message": upstream_text(f"the reply failed after it started: {end.reason}", scrub),
+        "metadata": {
+            "error_type": end.failure,
+            "operation_id": req.operation_id,
+            "request_id": req.request_id,
+        },
+    }
+    return _chunk(base, {"content": ""}, "error", error=err)
+
+
+async def _end_relay(result: RouterResult, end: StreamEnd) -> None:
+    """Close the rest of the stream and the upstream call, then record how it ended."""
+    rest = result.rest
+    if rest is not None and hasattr(rest, "aclose"):
+        with contextlib.suppress(Exception):
+            await rest.aclose()
+    with contextlib.suppress(Exception):
+        await result.close()
+    if result.finish is not None:
+        await result.finish(end)
+
+
 async def relay(result: RouterResult, router: Router, req: RequestState) -> AsyncIterator[bytes]:
     """SSE for the client: the checked head, then the rest as it arrives; at the end the
     whole reply passes the contract's acceptance (a rejection ends with an in-band error)."""
@@ -131,17 +209,14 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
         "created": int(time.time()),
         "model": result.route.model,
     }
-    end: StreamEnd | None = None
     if result.rest is None:  # a complete, accepted answer (non-streaming contract, or short reply)
-        msg = _message(result)
-        yield _chunk(base, msg)
-        yield _chunk(base, {}, result.completion.finish_reason or "stop")
-        if result.completion.usage:
-            yield _sse({**base, "choices": [], "usage": result.completion.usage})
-        yield b"data: [DONE]\n\n"
+        yield _chunk(base, _message(result))
+        for frame in _closing_frames(base, result.completion):
+            yield frame
         if result.finish is not None:
             await result.finish(StreamEnd.accepted())
         return
+    end: StreamEnd | None = None
     finished = False
     try:
         yield _chunk(base, {"role": "assistant", "content": result.head})
@@ -149,73 +224,49 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
             async with asyncio.timeout(max(0.0, req.deadline.at - router.clock())):
                 async for piece in result.rest:
                     yield _chunk(base, {"content": piece})
-            comp = result.completion
-            if comp.error is not None:
-                end = StreamEnd.failed(FailureClass.INVALID_RESPONSE, "in_band_error")
-            elif not comp.done:
-                end = StreamEnd.failed(FailureClass.AMBIGUOUS, "stream_cut")
-            else:  # the whole reply: the contract's full acceptance (R7)
-                verdict = end_verdict(comp, req.contract, router.catalog.schemas, req.body)
-                if verdict is not None:
-                    end = StreamEnd.failed(
-                        verdict.failure_class, verdict.reason, verdict.client_params
-                    )
+            end = _stream_verdict(result, router, req)
         except TimeoutError:
             end = StreamEnd.failed(FailureClass.DEADLINE, "deadline_during_stream")
         except Exception as exc:  # the upstream broke after release: tell the client in-band
             end = StreamEnd.failed(FailureClass.AMBIGUOUS, type(exc).__name__[:64])
         if end is None:
-            yield _chunk(base, {}, result.completion.finish_reason or "stop")
-            if result.completion.usage:
-                yield _sse({**base, "choices": [], "usage": result.completion.usage})
-            yield b"data: [DONE]\n\n"
+            for frame in _closing_frames(base, result.completion):
+                yield frame
             end = StreamEnd.accepted()
         else:
-            scrub = router.upstream.scrub
-            err = {
-                "code": 502,
-                "message": upstream_text(f"the reply failed after it started: {end.reason}", scrub),
-                "metadata": {"error_type": end.failure, "operation_id": result.operation_id},
-            }
-            yield _chunk(base, {"content": ""}, "error", error=err)
+            yield _failed_frame(base, end, req, router.upstream.scrub)
         finished = True
     finally:
         if not finished and end is None:  # the client went away mid-stream
             end = StreamEnd.client_gone()
-        rest = result.rest
-        if rest is not None and hasattr(rest, "aclose"):
-            with contextlib.suppress(Exception):
-                await rest.aclose()
-        with contextlib.suppress(Exception):
-            await result.close()
-        if result.finish is not None:
-            await result.finish(end or StreamEnd.client_gone())
+        await _end_relay(result, end or StreamEnd.client_gone())
 
 
-class BodyTooLarge(CanaryError):
-    pass
-
-
-class BodyTooSlow(CanaryError):
-    pass
-
-
-async def read_body(request: Request, limit: int, timeout_s: float | None = None) -> bytes:
-    """The request body, refused past `limit` bytes (declared length first, then as read)
-    or when it has not fully arrived within `timeout_s` (a slow-body client)."""
+async def read_body(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The request body, refused past `limit` bytes (declared length first, then as read:
+    `BodyTooLarge`) or when it has not fully arrived within `timeout_s` (a slow-body client:
+    `BodyTooSlow`)."""
+    too_large = f"request body exceeds {limit} bytes"
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and len(declared) <= 18 and int(declared) > limit:
-        raise BodyTooLarge
+        raise BodyTooLarge(too_large)
     out = bytearray()
     try:
         async with asyncio.timeout(timeout_s):
             async for chunk in request.stream():
                 out += chunk
                 if len(out) > limit:
-                    raise BodyTooLarge
+                    raise BodyTooLarge(too_large)
     except TimeoutError:
-        raise BodyTooSlow from None
+        raise BodyTooSlow(f"request body did not arrive within {timeout_s:g} s") from None
     return bytes(out)
+
+
+# a client's body the gateway refuses -> (HTTP status, reason); the message is the error's
+BODY_REFUSALS: dict[type[CanaryError], tuple[int, str]] = {
+    BodyTooLarge: (413, "body_too_large"),
+    BodyTooSlow: (408, "request_timeout"),
+}
 
 
 def parse_client_body(raw: bytes) -> dict[str, Any]:
@@ -253,170 +304,219 @@ class RelayResponse(StreamingResponse):
                 await self.result.finish(StreamEnd.client_gone())
 
 
-def create_app(
-    router: Router,
-    *,
-    keys: list[str],
-    flush_every_s: float = 0.5,
-    max_body_bytes: int = 2_000_000,
-    body_timeout_s: float | None = 30.0,
-) -> Starlette:
-    """The gateway app. `keys`: the bearer keys clients may use (settings.gateway.keys);
-    a body over `max_body_bytes` (settings.gateway.max_body_bytes) gets 413, one that has
-    not arrived within `body_timeout_s` (settings.gateway.body_timeout_s) 408."""
-    accepted_keys = [k.encode() for k in keys if k]
-    scrub = router.upstream.scrub
+# ---- the app: its state and its endpoints ----------------------------------------------------
 
-    def refuse(exc: RoutingError, operation_id: str, status: int | None = None) -> JSONResponse:
-        return error_response(exc, operation_id, status, scrub)
 
-    def authorised(request: Request) -> bool:
-        auth = request.headers.get("authorization", "")
-        token = auth[7:].strip().encode() if auth.lower().startswith("bearer ") else b""
-        return bool(token) and any(hmac.compare_digest(token, k) for k in accepted_keys)
+@dataclass(frozen=True, slots=True)
+class GatewayState:
+    """What the endpoints read off `app.state.gateway`."""
 
-    async def chat(request: Request) -> Response:
-        raw_op = request.headers.get("idempotency-key") or request.headers.get("x-operation-id")
-        operation_id = raw_op if raw_op and _OP_ID.match(raw_op) else new_operation_id()
-        if raw_op and not _OP_ID.match(raw_op):
-            return refuse(
-                PermanentRequestError(
-                    "Idempotency-Key / X-Operation-Id must match [A-Za-z0-9._:-]{1,128}",
-                    reason="invalid_operation_id",
-                ),
-                operation_id,
-            )
-        if not authorised(request):
-            return refuse(
-                PermanentRequestError("missing or unknown gateway key", reason="authentication"),
-                operation_id,
-                401,
-            )
-        try:
-            body = parse_client_body(await read_body(request, max_body_bytes, body_timeout_s))
-        except BodyTooLarge:
-            return refuse(
-                PermanentRequestError(
-                    f"request body exceeds {max_body_bytes} bytes", reason="body_too_large"
-                ),
-                operation_id,
-                413,
-            )
-        except BodyTooSlow:
-            return refuse(
-                PermanentRequestError(
-                    f"request body did not arrive within {body_timeout_s:g} s",
-                    reason="request_timeout",
-                ),
-                operation_id,
-                408,
-            )
-        except PermanentRequestError as exc:
-            return refuse(exc, operation_id)
-        workload = request.headers.get("x-workload", "chat").strip() or "chat"
-        wants_stream = body.get("stream") is True
-        try:
-            req = router.admit(body, workload, operation_id, stream=wants_stream)
-            result = await router.run(req)
-        except RoutingError as exc:
-            return refuse(exc, operation_id)
-        except Exception:  # a bug of ours: explicit, OpenAI-shaped, with the operation id
-            log.error(  # the traceback scrubbed: it may quote what an upstream sent
-                "internal error for operation %s: %s",
-                operation_id,
-                upstream_text(traceback.format_exc(), scrub, 8000),
-            )
-            body = {"error": {"message": "internal gateway error", "type": "internal_error", "code": "internal_error",
-                              "param": None, "failure_class": None, "operation_id": operation_id}}  # fmt: skip
-            return JSONResponse(body, status_code=500, headers={"X-Operation-Id": operation_id})
-        headers = {
-            "X-Operation-Id": operation_id,
-            "X-Route": result.route.id,
-            "X-Attempts": str(len(result.attempts)),
+    router: Router
+    config: GatewayConfig  # settings.gateway: client keys, body bounds, events flush
+    # the bearer keys clients may use (empty ones dropped); never in a repr
+    keys: tuple[str, ...] = field(repr=False)
+
+    @property
+    def scrub(self) -> Scrubber:
+        """The upstream key's scrubber: what an error quotes may echo the upstream."""
+        return self.router.upstream.scrub
+
+    def refuse(
+        self,
+        exc: RoutingError,
+        operation_id: str,
+        status: int | None = None,
+        request_id: str | None = None,
+    ) -> JSONResponse:
+        """`exc` in OpenAI's error shape (its own status unless `status` is given)."""
+        return error_response(exc, operation_id, status, self.scrub, request_id)
+
+
+def _state(request: Request) -> GatewayState:
+    state: GatewayState = request.app.state.gateway
+    return state
+
+
+def _operation_id(request: Request) -> tuple[str, RoutingError | None]:
+    """The request's operation id (the client's Idempotency-Key / X-Operation-Id, else a
+    new one) and the refusal of a client id of the wrong shape."""
+    raw = request.headers.get("idempotency-key") or request.headers.get("x-operation-id")
+    if not raw:
+        return new_operation_id(), None
+    if _OP_ID.match(raw):
+        return raw, None
+    refusal = PermanentRequestError(
+        "Idempotency-Key / X-Operation-Id must match [A-Za-z0-9._:-]{1,128}",
+        reason="invalid_operation_id",
+    )
+    return new_operation_id(), refusal
+
+
+async def chat(request: Request) -> Response:
+    """POST /v1/chat/completions: the operation id, the client's key, its body, the workload,
+    then the router (see the module docstring)."""
+    gw = _state(request)
+    request_id = new_request_id()
+    operation_id, refusal = _operation_id(request)
+    if refusal is not None:
+        return gw.refuse(refusal, operation_id, request_id=request_id)
+    if not _authorized(gw, request):
+        refusal = PermanentRequestError("missing or unknown gateway key", reason="authentication")
+        return gw.refuse(refusal, operation_id, 401, request_id)
+    try:
+        raw = await read_body(request, gw.config.max_body_bytes, gw.config.body_timeout_s)
+        body = parse_client_body(raw)
+        workload = choose_workload(request.headers.get("x-workload"), body, gw.router)
+    except (BodyTooLarge, BodyTooSlow) as exc:
+        status, reason = BODY_REFUSALS[type(exc)]
+        refusal = PermanentRequestError(str(exc), reason=reason)
+        return gw.refuse(refusal, operation_id, status, request_id)
+    except PermanentRequestError as exc:
+        return gw.refuse(exc, operation_id, request_id=request_id)
+    return await _routed(gw, body, workload, operation_id, request_id)
+
+
+def _authorized(gw: GatewayState, request: Request) -> bool:
+    token = bearer_token(request.headers.get("authorization"))
+    return token is not None and key_matches(token, gw.keys)
+
+
+def choose_workload(header: str | None, body: dict[str, Any], router: Router) -> str:
+    """The request's workload: the `X-Workload` header when set; else the body's `model`
+    when it names a workload (OpenAI clients select with `model`; a name that is none is
+    refused, naming the known ones); else `chat`."""
+    if header is not None and header.strip():
+        return header.strip()
+    model = body.get("model")
+    if model is None or model == "":
+        return "chat"
+    known = sorted(router.catalog.contracts)
+    if isinstance(model, str) and model in router.catalog.contracts:
+        return model
+    raise PermanentRequestError(
+        f"model {upstream_text(model, NO_SECRET, 80)!r} names no workload of this gateway;"
+        f" known: {known} (GET /v1/models lists them; or send the X-Workload header)",
+        reason="unknown_workload",
+    )
+
+
+async def _routed(
+    gw: GatewayState, body: dict[str, Any], workload: str, operation_id: str, request_id: str
+) -> Response:
+    """The router's answer to an admitted body: JSON, an SSE relay, or an explicit error."""
+    wants_stream = body.get("stream") is True
+    router = gw.router
+    ids = {"X-Operation-Id": operation_id, "X-Request-Id": request_id}
+    try:
+        req = router.admit(body, workload, operation_id, stream=wants_stream, request_id=request_id)
+        result = await router.run(req)
+    except RoutingError as exc:
+        return gw.refuse(exc, operation_id, request_id=request_id)
+    except Exception:  # a bug of ours: explicit, OpenAI-shaped, with the operation id
+        log.error(  # the traceback scrubbed: it may quote what an upstream sent
+            "internal error for operation %s: %s",
+            operation_id,
+            upstream_text(traceback.format_exc(), gw.scrub, 8000),
+        )
+        error = {"message": "internal gateway error", "type": "internal_error", "code": "internal_error",
+                 "param": None, "failure_class": None, "operation_id": operation_id,
+                 "request_id": request_id}  # fmt: skip
+        return JSONResponse({"error": error}, status_code=500, headers=ids)
+    headers = {**ids, "X-Route": result.route.id, "X-Attempts": str(len(result.attempts))}
+    if wants_stream:
+        return RelayResponse(
+            result,
+            relay(result, router, req),
+            media_type="text/event-stream",
+            headers={**headers, "Cache-Control": "no-cache"},
+        )
+    return JSONResponse(completion_body(result), headers=headers)
+
+
+async def models(request: Request) -> Response:
+    """GET /v1/models: the workloads in OpenAI's list shape; a workload's name is what a
+    client puts in `model`."""
+    gw = _state(request)
+    if not _authorized(gw, request):
+        refusal = PermanentRequestError("missing or unknown gateway key", reason="authentication")
+        return gw.refuse(refusal, new_operation_id(), 401)
+    catalog = gw.router.catalog
+    data = [
+        {"id": name, "object": "model", "created": 0, "owned_by": "provider-canary",
+         "description": contract.description, "version": contract.version}
+        for name, contract in sorted(catalog.contracts.items())
+    ]  # fmt: skip
+    return JSONResponse({"object": "list", "data": data})
+
+
+async def metrics(request: Request) -> Response:
+    """GET /metrics: the router's own Prometheus registry."""
+    return Response(_state(request).router.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+
+async def healthz(request: Request) -> Response:
+    """GET /healthz: the workloads and routes the gateway serves."""
+    catalog = _state(request).router.catalog
+    return JSONResponse(
+        {
+            "status": "ok",
+            "workloads": sorted(catalog.contracts),
+            "routes": [r.id for r in catalog.routes.routes],
         }
-        if wants_stream:
-            return RelayResponse(
-                result,
-                relay(result, router, req),
-                media_type="text/event-stream",
-                headers={**headers, "Cache-Control": "no-cache"},
-            )
-        return JSONResponse(completion_body(result), headers=headers)
+    )
 
-    async def metrics(request: Request) -> Response:
-        return Response(router.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    async def healthz(request: Request) -> Response:
-        return JSONResponse(
-            {
-                "status": "ok",
-                "workloads": sorted(router.catalog.contracts),
-                "routes": [r.id for r in router.catalog.routes.routes],
-            }
-        )
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        freeze_loaded()  # no full collection walks the loaded modules mid-request
-        flusher = (
-            asyncio.create_task(router.events.run_flusher(flush_every_s)) if router.events else None
-        )
+async def flush_every(sink: EventSink, every_s: float) -> None:
+    """Write the sink's records every `every_s`, forever (a background task of the gateway,
+    cancelled at shutdown); a failed flush is logged and serving goes on."""
+    while True:
+        await asyncio.sleep(every_s)
         try:
-            yield
-        finally:
-            if flusher is not None:
-                flusher.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await flusher
-                await router.events.aflush()  # type: ignore[union-attr]
-            await router.upstream.aclose()
+            await sink.aflush()
+        except Exception:  # pragma: no cover - keep serving; the next flush retries
+            log.exception("flushing routing events failed")
 
-    return Starlette(
+
+@contextlib.asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    """Read the routes' endpoints listings (each fetch bounded by `listing_timeout_s`, so a
+    start waits at most that long), freeze what is loaded, then while the app serves flush
+    the router's events every `events_flush_s` and re-read the listings every
+    `listing_refresh_s`; at shutdown, flush the events once more and close the upstream pool."""
+    gw: GatewayState = app.state.gateway
+    router, events, listings = gw.router, gw.router.events, gw.router.listings
+    tasks: list[asyncio.Task[None]] = []
+    if listings is not None:
+        models = sorted({r.model for r in router.catalog.routes.routes})
+        await listings.refresh(models)
+        tasks.append(asyncio.create_task(listings.refresh_every(models)))
+    freeze_loaded()  # no full collection walks the loaded modules mid-request
+    if events is not None:
+        tasks.append(asyncio.create_task(flush_every(events, gw.config.events_flush_s)))
+    try:
+        yield
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if events is not None:
+            await events.aflush()
+        await router.upstream.aclose()
+
+
+def create_app(router: Router, config: GatewayConfig) -> Starlette:
+    """The gateway app serving `router`; `config`: settings.gateway, taken whole (the bearer
+    keys clients may use, the body's size limit (413) and timeout (408), the events flush)."""
+    app = Starlette(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/models", models),
             Route("/metrics", metrics),
             Route("/healthz", healthz),
         ],
         lifespan=lifespan,
     )
-
-
-def build_router(
-    settings: Any, *, contracts_dir: Any = None, ignore_source: Any = None, events: bool = True
-) -> Router:
-    """A Router wired from settings: upstream = settings.base_url + api_key, quarantine exclusions."""
-    from routing.breaker import BreakerBoard
-    from routing.events import EventLog
-    from routing.exclusions import CachedIgnoreSource, quarantine_source
-    from routing.router import RetryPolicy
-    from routing.routes import load_catalog
-    from routing.upstream import Upstream
-
-    s = settings
-    catalog = load_catalog(contracts_dir or s.routing.contracts_dir)
-    policy = RetryPolicy(
-        backoff_base_s=s.routing.backoff_base_s,
-        backoff_cap_s=s.routing.backoff_cap_s,
-        connect_timeout_s=s.routing.connect_timeout_s,
-        allowances=s.allowances,
-    )
-    breakers = BreakerBoard(s.breaker)
-    return Router(
-        catalog,
-        Upstream(
-            s.base_url,
-            s.api_key,
-            max_connections=s.routing.max_connections,
-            max_line_bytes=s.routing.max_line_bytes,
-            max_reply_bytes=s.routing.max_reply_bytes,
-            max_error_bytes=s.routing.max_error_body_bytes,
-        ),
-        ignore_source=CachedIgnoreSource(
-            ignore_source or quarantine_source(),
-            ttl_s=s.routing.ignore_ttl_s,
-            fetch_timeout_s=s.routing.ignore_fetch_timeout_s,
-        ),
-        breakers=breakers,
-        events=EventLog(s.resolved_ledger_url) if events else None,
-        policy=policy,
-    )
+    keys = tuple(k.get_secret_value() for k in config.keys if k.get_secret_value())
+    app.state.gateway = GatewayState(router, config, keys)
+    return app

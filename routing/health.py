@@ -1,4 +1,5 @@
-"""Route health for ranking (SPEC R6): EWMAs of success and latency per route, decayed
+"""Route health for ranking (SPEC R6): EWMAs of success and latency per route (and per
+provider of a route, keyed `route|provider`: kept, not ranked on), decayed
 back towards healthy with a half-life so an old failure does not rank a route down
 forever. Pure arithmetic; `now` is always passed in.
 """
@@ -28,10 +29,17 @@ class HealthBook:
 
     def update(self, route: Route, *, ok: bool, latency_s: float, now: float) -> None:
         """EWMAs (weight 0.2) of success and latency; latency starts from the route's prior."""
-        h = self.at(now).get(route.id, RouteHealth())
-        self._at[route.id] = now
-        prior = route.latency_p50_ms if h.latency_ms is None else h.latency_ms
-        self.health[route.id] = RouteHealth(
+        self.update_key(route.id, route.latency_p50_ms, ok=ok, latency_s=latency_s, now=now)
+
+    def update_key(
+        self, key: str, prior_ms: float, *, ok: bool, latency_s: float, now: float
+    ) -> None:
+        """`update` for any key: a route's id, or one provider of it
+        (`routing.providers.provider_key`), whose latency starts from `prior_ms`."""
+        h = self.at(now).get(key, RouteHealth())
+        self._at[key] = now
+        prior = prior_ms if h.latency_ms is None else h.latency_ms
+        self.health[key] = RouteHealth(
             success_rate=0.8 * h.success_rate + 0.2 * (1.0 if ok else 0.0),
             latency_ms=0.8 * prior + 0.2 * latency_s * 1000,
         )

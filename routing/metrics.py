@@ -4,6 +4,11 @@ Counters (rates are ratios of counters, in PromQL or `snapshot()`):
 
     canary_router_requests_total{workload,outcome}          outcome: accepted | <failure class>
     canary_router_attempts_total{workload,route,result}     result: accepted | <failure class>
+    canary_router_provider_attempts_total{workload,route,provider,result}
+                                                            per (model, provider) where the
+                                                            reply named it (R13); at most
+                                                            MAX_PROVIDER_LABELS names per
+                                                            route, the rest as "other"
     canary_router_fallbacks_total{workload}                 attempts on a route other than the first
     canary_router_http_success_total{workload,route}        attempts answered HTTP 200 ...
     canary_router_validation_rejections_total{workload,route,reason}   ... yet rejected by acceptance
@@ -16,18 +21,90 @@ Counters (rates are ratios of counters, in PromQL or `snapshot()`):
 The warning pair of R11: `http_success` rising while `validation_rejections`
 rises too means transport availability is masking contract failures;
 `snapshot()` reports both rates side by side.
+
+The R11 figures themselves, computed at each scrape (what `canary gateway report` prints,
+here since this process started):
+
+    canary_router_fallback_rate, canary_router_attempts_per_completed_request,
+    canary_router_deadline_exhaustion_rate, canary_router_http_success_rate,
+    canary_router_validation_rejection_rate, canary_router_cost_per_accepted_usd
+    canary_router_window_http_success_rate{half}          the last `masking_window_s`,
+    canary_router_window_validation_rejection_rate{half}  its earlier and later half
+    canary_router_masking_warning                         1 while the warning holds
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+import time
+from collections.abc import Callable, Iterator
 
-from routing.events import AttemptRecord, RequestRecord
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ground.settings import RoutingConfig
+from routing.masking import MaskingWatch
+from routing.records import AttemptRecord, RequestRecord
+
+MAX_PROVIDER_LABELS = 64  # per route: a provider name comes from the upstream's reply
+
+
+FIGURES = {
+    "fallback_rate": "Share of requests that needed a fallback",
+    "attempts_per_completed_request": "Attempts per accepted request",
+    "deadline_exhaustion_rate": "Share of requests out of deadline",
+    "http_success_rate": "Share of attempts answered HTTP 200",
+    "validation_rejection_rate": "Share of HTTP-successful attempts rejected by acceptance",
+    "cost_per_accepted_usd": "Cost of all attempts per accepted request",
+}
+
+
+class _Figures(Collector):
+    """The R11 figures and the masking warning, computed when scraped."""
+
+    def __init__(self, metrics: RouterMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        snap = m.snapshot()
+        for name, doc in FIGURES.items():
+            yield GaugeMetricFamily(f"canary_router_{name}", doc, value=snap[name])
+        now = m.clock()
+        earlier, later = m.watch.halves(now)
+        http = GaugeMetricFamily(
+            "canary_router_window_http_success_rate",
+            "HTTP success in each half of the window",
+            labels=["half"],
+        )
+        rej = GaugeMetricFamily(
+            "canary_router_window_validation_rejection_rate",
+            "Validation rejection in each half of the window",
+            labels=["half"],
+        )
+        for half, rates in (("earlier", earlier), ("later", later)):
+            http.add_metric([half], rates.http_success)
+            rej.add_metric([half], rates.rejection)
+        yield http
+        yield rej
+        yield GaugeMetricFamily(
+            "canary_router_masking_warning",
+            "1 while HTTP success holds or rises and validation rejection rises (R11)",
+            value=1.0 if m.watch.warning(now) is not None else 0.0,
+        )
 
 
 class RouterMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        config: RoutingConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`config`: settings.routing (the masking warning's window and thresholds)."""
         self.registry = registry or CollectorRegistry()
+        self.clock = clock
+        self.watch = MaskingWatch(config)
         r = self.registry
         self.requests = Counter(
             "canary_router_requests",
@@ -66,10 +143,16 @@ class RouterMetrics:
         self.accepted_cost = Counter(
             "canary_router_accepted_cost_usd", "Cost of accepted requests", ["workload"], registry=r
         )
+        self.provider_attempts = Counter(
+            "canary_router_provider_attempts", "Attempts by the provider that served them",
+            ["workload", "route", "provider", "result"], registry=r,
+        )  # fmt: skip
+        self._provider_labels: dict[str, set[str]] = {}
         self.latency = Histogram(
             "canary_router_latency_seconds", "Request latency by final route", ["workload", "route"],
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64), registry=r,
         )  # fmt: skip
+        r.register(_Figures(self))
 
     def observe_attempt(self, ev: AttemptRecord) -> None:
         result = (
@@ -80,15 +163,28 @@ class RouterMetrics:
             else ev.failure_class
         )
         self.attempts.labels(ev.workload, ev.route_id, result).inc()
+        if ev.provider:
+            provider = self._provider_label(ev.route_id, ev.provider)
+            self.provider_attempts.labels(ev.workload, ev.route_id, provider, result).inc()
         if ev.fallback_reason:
             self.fallbacks.labels(ev.workload).inc()
+        rejected = ev.validation not in (None, "accepted")
         if ev.http_success:
             self.http_success.labels(ev.workload, ev.route_id).inc()
-            if ev.validation not in (None, "accepted"):
-                self.rejections.labels(ev.workload, ev.route_id, ev.validation).inc()
+            if rejected:
+                self.rejections.labels(ev.workload, ev.route_id, str(ev.validation)).inc()
+        if not ev.cancelled:
+            self.watch.observe(http_ok=ev.http_success, rejected=rejected, now=self.clock())
         if ev.failure_class == "ambiguous_completion":
             self.ambiguous.labels(ev.workload).inc()
         self.cost.labels(ev.workload).inc(max(0.0, ev.cost_usd))
+
+    def _provider_label(self, route_id: str, provider: str) -> str:
+        seen = self._provider_labels.setdefault(route_id, set())
+        if provider in seen or len(seen) < MAX_PROVIDER_LABELS:
+            seen.add(provider)
+            return provider
+        return "other"
 
     def observe_request(self, ev: RequestRecord) -> None:
         self.requests.labels(ev.workload, ev.outcome).inc()
@@ -98,11 +194,12 @@ class RouterMetrics:
             self.accepted_cost.labels(ev.workload).inc(max(0.0, ev.cost_usd))
         self.latency.labels(ev.workload, ev.final_route or "none").observe(ev.latency_ms / 1000.0)
 
-    def _sum(self, name: str, **match: str) -> float:
+    def _sum(self, counter: Counter, **match: str) -> float:
+        """A counter's total over the label values matching `match`."""
         total = 0.0
-        for metric in self.registry.collect():
+        for metric in counter.collect():
             for sample in metric.samples:
-                if sample.name != name:
+                if not sample.name.endswith("_total"):
                     continue
                 if all(sample.labels.get(k) == v for k, v in match.items()):
                     total += sample.value
@@ -110,10 +207,10 @@ class RouterMetrics:
 
     def snapshot(self) -> dict[str, float]:
         """The R11 rates from the counters (0 when there is no traffic yet)."""
-        requests = self._sum("canary_router_requests_total")
-        accepted = self._sum("canary_router_requests_total", outcome="accepted")
-        attempts = self._sum("canary_router_attempts_total")
-        http_ok = self._sum("canary_router_http_success_total")
+        requests = self._sum(self.requests)
+        accepted = self._sum(self.requests, outcome="accepted")
+        attempts = self._sum(self.attempts)
+        http_ok = self._sum(self.http_success)
 
         def ratio(a: float, b: float) -> float:
             return a / b if b else 0.0
@@ -121,17 +218,13 @@ class RouterMetrics:
         return {
             "requests": requests,
             "accepted": accepted,
-            "fallback_rate": ratio(self._sum("canary_router_fallbacks_total"), requests),
+            "fallback_rate": ratio(self._sum(self.fallbacks), requests),
             "attempts_per_completed_request": ratio(attempts, accepted),
-            "deadline_exhaustion_rate": ratio(
-                self._sum("canary_router_deadline_exhausted_total"), requests
-            ),
+            "deadline_exhaustion_rate": ratio(self._sum(self.deadline), requests),
             "http_success_rate": ratio(http_ok, attempts),
-            "validation_rejection_rate": ratio(
-                self._sum("canary_router_validation_rejections_total"), http_ok
-            ),
-            "ambiguous": self._sum("canary_router_ambiguous_total"),
-            "cost_per_accepted_usd": ratio(self._sum("canary_router_cost_usd_total"), accepted),
+            "validation_rejection_rate": ratio(self._sum(self.rejections), http_ok),
+            "ambiguous": self._sum(self.ambiguous),
+            "cost_per_accepted_usd": ratio(self._sum(self.cost), accepted),
         }
 
     def render(self) -> bytes:

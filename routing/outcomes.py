@@ -1,7 +1,13 @@
-"""Where an attempt's or a request's outcome goes (SPEC R9-R11): the route's breaker and
-health, the metrics and the event ledger. A released stream is judged at its END
-(`stream_finisher`): its final usage and cost replace the provisional attempt record
+"""Where an attempt's or a request's outcome goes (SPEC R9-R11, R13): the route's breaker and
+health, its provider's, the metrics and the event ledger. A released stream is judged at its
+END (`stream_finisher`): its final usage and cost replace the provisional attempt record
 counted at release, and only then does the breaker / health hear the verdict.
+
+Per (model, provider): when the reply names its provider, the verdict goes to that provider's
+circuit and health (`routing.providers.provider_key`); a failure it answers for goes to the
+route's circuit only when the router could not exclude that provider (no listing, or the
+capacity floor), so one bad provider never opens the model's circuit while the router can
+steer around it. A success counts for both.
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ from routing.attempt import AttemptResult
 from routing.breaker import BreakerBoard
 from routing.classify import Classification, Rejection
 from routing.errors import FailureClass
-from routing.events import EventLog
 from routing.health import HealthBook
 from routing.metrics import RouterMetrics
+from routing.providers import provider_key
+from routing.records import EventSink
 from routing.response import Completion
 from routing.routes import Route
 
@@ -53,7 +60,7 @@ class Outcomes:
         breakers: BreakerBoard,
         health: HealthBook,
         metrics: RouterMetrics,
-        events: EventLog | None,
+        events: EventSink | None,
         clock: Callable[[], float],
     ) -> None:
         self.breakers = breakers
@@ -64,16 +71,34 @@ class Outcomes:
 
     def verdict(self, res: AttemptResult, scope: str, *, cancelled: bool = False) -> None:
         """Feed the attempt's outcome to the route's breaker (its circuits for `scope`, the
-        workload) and health. A failure the client's own parameters may have caused
-        (`Classification.client_params`, routing/attribution.py) is no verdict on the route."""
+        workload) and health, and to its provider's (see the module docstring). A failure
+        the client's own parameters may have caused (`Classification.client_params`,
+        routing/attribution.py) is no verdict on the route."""
         route, c, now = res.route, res.classification, self.clock()
+        served = res.served_by
+        probes = [k for k in res.probes if not served or k != provider_key(route.id, served)]
+        for key in probes:  # half-open provider circuits another provider answered for
+            self.breakers.release(key, now, scope)
         if cancelled or (c is not None and c.client_params):
             self.breakers.release(route.id, now, scope)
+            if served and provider_key(route.id, served) in res.probes:
+                self.breakers.release(provider_key(route.id, served), now, scope)
             return
-        self.breakers.record(route.id, None if c is None else c.failure_class, now, scope)
-        if c is None or c.failure_class.counts_against_route:
-            # a client's error says nothing of the route
-            self.health.update(route, ok=c is None, latency_s=res.ended - res.started, now=now)
+        cls = None if c is None else c.failure_class
+        counts = c is None or (cls is not None and cls.counts_against_route)
+        latency_s = res.ended - res.started
+        if served:
+            key = provider_key(route.id, served)
+            self.breakers.record(key, cls, now, scope)
+            if counts:
+                self.health.update_key(key, route.latency_p50_ms, ok=c is None,
+                                       latency_s=latency_s, now=now)  # fmt: skip
+        if c is not None and served and res.excludable is not None:
+            self.breakers.release(route.id, now, scope)  # the provider answers, not the route
+            return
+        self.breakers.record(route.id, cls, now, scope)
+        if counts:  # a client's error says nothing of the route
+            self.health.update(route, ok=c is None, latency_s=latency_s, now=now)
 
     def attempt(self, req: RequestState, res: AttemptResult, **kw: Any) -> None:
         record = attempt_record(req, res, **kw)

@@ -1,8 +1,8 @@
-"""A completion as the router sees it, assembled from a JSON body or SSE chunks.
+"""A completion as the router sees it, assembled from the upstream's SSE chunks.
 
-Pure parsing: no I/O. `assemble` is fed chunks one at a time by the upstream
-client; `from_body` parses a non-streaming body. Either yields a `Completion`
-(facts only) or an in-band `ErrorInfo`.
+Pure parsing: no I/O. A `StreamAssembler` is fed chunks one at a time by the upstream
+client (the upstream is always asked to stream) and yields a `Completion` (facts only),
+with an in-band `ErrorInfo` when the upstream sent one.
 
 Everything in a `Completion` may reach a client, so every string in it is ours: the
 upstream key scrubbed (the content piece by piece, through `wire.text.StreamScrubber`,
@@ -39,7 +39,7 @@ class Completion:
     finish_reason: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: dict[str, Any] | None = None
-    done: bool = False  # a streaming reply saw [DONE]; a JSON body is complete by definition
+    done: bool = False  # the stream saw [DONE]
     error: ErrorInfo | None = None  # in-band error (chunk or choice)
 
     @property
@@ -52,57 +52,6 @@ class Completion:
 
 def _in_band_error(obj: Any, scrub: Scrubber) -> ErrorInfo:
     return parse_error(obj, in_band=True, scrub=scrub) or unparseable(in_band=True)
-
-
-def from_body(body: Any, scrub: Scrubber = NO_SECRET) -> Completion:
-    """A non-streaming chat completion body. Raises ValueError if the envelope is not one."""
-    if (
-        not isinstance(body, dict)
-        or not isinstance(body.get("choices"), list)
-        or not body["choices"]
-    ):
-        raise ValueError("envelope has no choices")
-    choice = body["choices"][0]
-    if not isinstance(choice, dict):
-        raise ValueError("choice is not an object")
-    message = choice.get("message") or {}
-    if not isinstance(message, dict):
-        raise ValueError("message is not an object")
-    finish = choice.get("finish_reason")
-    content = message.get("content") or ""
-    if not isinstance(content, str):
-        raise ValueError("message.content is not a string")
-    comp = Completion(
-        id=_opt_text(body.get("id"), scrub),
-        model=_opt_text(body.get("model"), scrub),
-        provider=provider_of(body, scrub),
-        content=valid_unicode(scrub(content)),
-        finish_reason=upstream_text(finish, scrub, 64) if finish is not None else None,
-        usage=_usage(body, scrub),
-        done=True,
-    )
-    calls = message.get("tool_calls") or []
-    if not isinstance(calls, list):
-        raise ValueError("tool_calls is not a list")
-    for i, call in enumerate(calls[:MAX_TOOL_CALLS]):
-        if not isinstance(call, dict):
-            raise ValueError("tool call is not an object")
-        raw_fn = call.get("function")
-        fn: dict[str, Any] = raw_fn if isinstance(raw_fn, dict) else {}
-        args = fn.get("arguments")
-        comp.tool_calls.append(
-            _scrubbed_call(
-                ToolCall(
-                    id=_str(call.get("id")) or f"call_{i}",
-                    name=_str(fn.get("name")),
-                    arguments=args if isinstance(args, str) else "",
-                ),
-                scrub,
-            )
-        )
-    if "error" in choice or "error" in body:
-        comp.error = _in_band_error(choice if "error" in choice else body, scrub)
-    return comp
 
 
 def _opt_text(value: Any, scrub: Scrubber) -> str | None:

@@ -9,16 +9,26 @@
                                                        │   ├ capacity + Retry-After that fits ─► wait,
                                                        │   │   same route (once per route); does not
                                                        │   │   fit, or asked again ─► fallback
-                                                       │   ├ capacity / transient / invalid ─► fallback
+                                                       │   ├ the reply's provider answers for it and can
+                                                       │   │   be excluded (listing, capacity floor) ─►
+                                                       │   │   same route without that provider (once)
+                                                       │   ├ capacity / transient / invalid / slow first
+                                                       │   │   token ─► fallback
                                                        │   └ ambiguous ─► workload policy (replay =
                                                        │       fallback; fail / reconcile = explicit)
                                                        └ no attempt starts unless the deadline leaves
                                                          connect + generation + validation allowances
 
 Default budget: `contract.max_attempts` (3 = primary + one fallback + one
-same-route retry for an early connection failure). Nothing below retries.
-`sleep`, `clock` and `rand` are injected: tests pass a recording sleep so
-they never wait for backoff, while deadline tests keep the real clock.
+same-route retry for an early connection failure). Nothing below retries. Each attempt's
+timeouts are cut so one fallback still fits (R13, `routing/planner.py`, `routing/budget.py`):
+a total and a first-token budget from the latency the gateway measured of the route's
+providers (`routing/latency.py`), the listing's as the prior (`routing/listing.py`).
+The router takes `settings.routing` (`RoutingConfig`: backoff, same-route retries, the
+connect bound) and `settings.allowances` whole. `sleep`, `clock` and `rand` are injected:
+tests pass a recording sleep so they never wait for backoff, while deadline tests keep the
+real clock. Its records go to an `EventSink` (`routing/records.py`; the ledger's is
+`routing.events.EventLog`).
 """
 
 from __future__ import annotations
@@ -28,10 +38,11 @@ import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from ground.settings import Allowances, PolicyConfig, RoutingConfig
 from routing.acceptance import Accepted
 from routing.accounting import RequestState, attempt_record
 from routing.attempt import AttemptResult, refused_keys, run_attempt, upstream_body
@@ -49,18 +60,22 @@ from routing.errors import (
     PermanentRequestError,
     RoutingError,
 )
-from routing.events import AttemptRecord, EventLog
 from routing.exclusions import IgnoreSource
 from routing.health import HealthBook
 from routing.hedge import hedged
+from routing.latency import LatencyBook
+from routing.listing import ListingBook
 from routing.metrics import RouterMetrics
-from routing.moves import FallBack, LoopBudget, RetryPolicy, RetrySame, Stop, next_move
+from routing.moves import FallBack, LoopBudget, RetrySame, Stop, SwitchProvider, next_move
 from routing.outcomes import Outcomes, StreamEnd
+from routing.planner import Planner
+from routing.records import AttemptRecord, EventSink
 from routing.response import Completion
 from routing.routes import Catalog, Route
+from routing.steer import Steering
 from routing.upstream import Upstream, UpstreamCall
 
-__all__ = ["RetryPolicy", "Router", "RouterResult", "new_operation_id"]
+__all__ = ["Router", "RouterResult", "new_operation_id", "new_request_id"]
 
 
 @dataclass
@@ -81,8 +96,29 @@ class RouterResult:
             await self.call.aclose()
 
 
+@dataclass
+class _Loop:
+    """What the attempt loop carries from one attempt to the next."""
+
+    pool: list[Route]  # the routes of the contract's groups
+    needs: Needs  # what a route must offer (a context overflow raises min_context)
+    budget: LoopBudget
+    excluded: set[str] = field(default_factory=set)  # routes left behind
+    last: tuple[Classification, AttemptResult] | None = None  # the last failure
+    retry_route: Route | None = None  # a RetrySame: this route again, after wait_s
+    wait_s: float = 0.0
+    fallback_reason: str | None = None  # why the next attempt is not the first choice
+    switching: bool = False  # the next attempt is the same route without a provider
+
+
 def new_operation_id() -> str:
     return f"op-{uuid.uuid4().hex}"
+
+
+def new_request_id() -> str:
+    """The gateway's id of one HTTP request (`X-Request-Id`), unlike the operation id never
+    chosen by the client, so `canary served --request ID` finds exactly one request."""
+    return f"req-{uuid.uuid4().hex}"
 
 
 class Router:
@@ -93,9 +129,12 @@ class Router:
         *,
         ignore_source: IgnoreSource,
         breakers: BreakerBoard | None = None,
-        events: EventLog | None = None,
+        events: EventSink | None = None,
         metrics: RouterMetrics | None = None,
-        policy: RetryPolicy = RetryPolicy(),
+        config: RoutingConfig | None = None,
+        allowances: Allowances | None = None,
+        listings: ListingBook | None = None,
+        floor: int | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
@@ -105,13 +144,23 @@ class Router:
         self.ignore_source = ignore_source
         self.breakers = breakers or BreakerBoard()
         self.events = events
-        self.metrics = metrics or RouterMetrics()
-        self.policy = policy
+        self.config = config or RoutingConfig()
+        self.metrics = metrics or RouterMetrics(config=self.config, clock=clock)
+        self.allowances = allowances or Allowances()
         self.clock = clock
         self.sleep = sleep
         self.rand = rand
         self.health = HealthBook()
         self.outcomes = Outcomes(self.breakers, self.health, self.metrics, events, clock)
+        # `floor`: the quarantine's capacity floor (settings.policy.floor) for exclusions
+        self.listings = listings
+        self.steering = Steering(
+            self.breakers, listings, PolicyConfig().floor if floor is None else floor
+        )
+        self.latency = LatencyBook(self.config)
+        self.planner = Planner(
+            self.breakers, self.health, self.steering, self.latency, self.config, self.allowances
+        )
 
     # ---- public ---------------------------------------------------------------------------
 
@@ -128,7 +177,13 @@ class Router:
         return await self.run(self.admit(body, workload, operation_id, stream=True))
 
     def admit(
-        self, body: dict[str, Any], workload: str, operation_id: str | None, *, stream: bool
+        self,
+        body: dict[str, Any],
+        workload: str,
+        operation_id: str | None,
+        *,
+        stream: bool,
+        request_id: str | None = None,
     ) -> RequestState:
         """Resolve the request once: its contract, its absolute deadline (recorded now, on
         arrival) and its operation id; a request the contract cannot take is refused here.
@@ -157,10 +212,11 @@ class Router:
                 operation_id=operation_id,
                 reason="contract_owned_parameter",
             )
-        deadline = Deadline.starting(now, contract.deadline_ms, self.policy.allowances)
+        deadline = Deadline.starting(now, contract.deadline_ms, self.allowances)
         return RequestState(
-            operation_id, contract, body, now, deadline, stream and contract.streaming
-        )
+            operation_id, contract, body, now, deadline, stream and contract.streaming,
+            request_id=request_id or new_request_id(),
+        )  # fmt: skip
 
     # ---- the loop -------------------------------------------------------------------------
 
@@ -186,60 +242,15 @@ class Router:
     async def _loop(self, req: RequestState) -> RouterResult:
         """Perform moves: choose a route, attempt it, and let `next_move` decide what a
         failure means (stop, retry the same route after a wait, or fall back)."""
-        contract = req.contract
-        needs = estimate_needs(contract, req.body)
-        misfit = contract_misfit(contract, needs)
-        if misfit is not None:
-            raise PermanentRequestError(misfit, reason=misfit.split(":", 1)[0])
-        pool = self.catalog.routes.for_groups(contract.route_groups)
-        scope = contract.workload  # circuits are per (route, workload)
-        excluded: set[str] = set()
-        last: tuple[Classification, AttemptResult] | None = None
-        retry_route: Route | None = None
-        wait_s = 0.0
-        budget = LoopBudget.start(self.policy)
-        fallback_reason: str | None = None
-
+        loop = self._begin(req)
         while True:
-            if len(req.attempts) >= contract.max_attempts:
-                raise self._exhausted(last, f"attempt budget of {contract.max_attempts} spent")
-            now = self.clock()
-            # check the deadline before any breaker admission, so no probe slot is taken
-            # for an attempt that cannot start
-            self._check_deadline(req, now, 0.0, last)
-            route = retry_route
-            if route is not None and not self.breakers.admit(route.id, now, scope):
-                excluded.add(route.id)  # its circuit opened meanwhile: no same-route retry
-                route, wait_s = None, 0.0
-            if route is None:
-                route = self._choose(pool, excluded, contract, needs, req, last, now)
-            retry_route = None
-            # the route is admitted (maybe holding a half-open probe slot): every way out
-            # before the attempt's own verdict gives the slot back
-            try:
-                self._check_deadline(req, now, wait_s, last)
-                if wait_s > 0:
-                    await self.sleep(wait_s)
-            except BaseException:
-                self.breakers.release(route.id, self.clock(), scope)
-                raise
-            if self._hedging(req):
-                res, tried = await self._hedged(req, route, pool, excluded, needs)
-                excluded.update(tried)
-            else:
-                same_route = bool(req.attempts) and req.attempts[-1].route_id == route.id
-                res = await self._attempt(
-                    req,
-                    route,
-                    waited_s=wait_s,
-                    fallback_reason=None if same_route else fallback_reason,
-                )
-            route, wait_s = res.route, 0.0  # with hedging, the route that answered
+            route, waited_s = await self._next_route(req, loop)
+            res = await self._try_route(req, route, waited_s, loop)
             c = res.classification
             if c is None:
                 return RouterResult(
                     req.operation_id,
-                    route,
+                    res.route,  # with hedging, the route that answered
                     res.completion,
                     res.accepted,
                     req.attempts,
@@ -248,28 +259,102 @@ class Router:
                     call=res.call,
                     attempt=res,
                 )
-            last = (c, res)
-            move, budget = next_move(
-                c,
-                route=route,
-                contract=contract,
-                budget=budget,
-                deadline=req.deadline,
-                now=self.clock(),
-                jitter=self.rand(),
-                policy=self.policy,
-                status_code=res.status_code,
+            loop.last = (c, res)
+            self._perform(req, res, c, loop)
+
+    def _begin(self, req: RequestState) -> _Loop:
+        """The loop's state before the first attempt; a request no route of its contract
+        could take (its estimated needs) is refused here."""
+        contract = req.contract
+        needs = estimate_needs(contract, req.body)
+        misfit = contract_misfit(contract, needs)
+        if misfit is not None:
+            raise PermanentRequestError(misfit, reason=misfit.split(":", 1)[0])
+        pool = self.catalog.routes.for_groups(contract.route_groups)
+        return _Loop(pool=pool, needs=needs, budget=LoopBudget.start(self.config))
+
+    async def _next_route(self, req: RequestState, loop: _Loop) -> tuple[Route, float]:
+        """The route of the next attempt, admitted by its breaker, and the wait slept
+        before it (a same-route retry's backoff or Retry-After): raises when the attempt
+        budget is spent, no attempt fits the deadline, or no route is left."""
+        contract, scope = req.contract, req.contract.workload  # circuits: (route, workload)
+        if len(req.attempts) >= contract.max_attempts:
+            raise self._exhausted(loop.last, f"attempt budget of {contract.max_attempts} spent")
+        now = self.clock()
+        # check the deadline before any breaker admission, so no probe slot is taken
+        # for an attempt that cannot start
+        self._check_deadline(req, now, 0.0, loop.last)
+        route, wait_s = loop.retry_route, loop.wait_s
+        loop.retry_route, loop.wait_s = None, 0.0
+        if route is not None and not self.breakers.admit(route.id, now, scope):
+            loop.excluded.add(route.id)  # its circuit opened meanwhile: no same-route retry
+            route, wait_s = None, 0.0
+        if route is None:
+            route = self._choose(
+                loop.pool, loop.excluded, contract, loop.needs, req, loop.last, now
             )
-            match move:
-                case Stop(error=error):
-                    raise error
-                case RetrySame(wait_s=delay, reason=why):
-                    retry_route, wait_s, fallback_reason = route, delay, why
-                case FallBack(reason=why, min_context=min_context):
-                    fallback_reason = why
-                    if min_context is not None:
-                        needs = replace(needs, min_context=max(needs.min_context, min_context))
-                    excluded.add(route.id)
+        # the route is admitted (maybe holding a half-open probe slot): every way out
+        # before the attempt's own verdict gives the slot back
+        try:
+            self._check_deadline(req, now, wait_s, loop.last)
+            if wait_s > 0:
+                await self.sleep(wait_s)
+        except BaseException:
+            self.breakers.release(route.id, self.clock(), scope)
+            raise
+        return route, wait_s
+
+    async def _try_route(
+        self, req: RequestState, route: Route, waited_s: float, loop: _Loop
+    ) -> AttemptResult:
+        """One attempt on `route` (hedged when the workload asks for it)."""
+        if self._hedging(req):
+            res, tried = await self._hedged(req, route, loop.pool, loop.excluded, loop.needs)
+            loop.excluded.update(tried)
+            return res
+        same_route = bool(req.attempts) and req.attempts[-1].route_id == route.id
+        reason = None if same_route and not loop.switching else loop.fallback_reason
+        loop.switching = False
+        return await self._attempt(req, route, waited_s=waited_s, fallback_reason=reason, loop=loop)
+
+    def _perform(
+        self, req: RequestState, res: AttemptResult, c: Classification, loop: _Loop
+    ) -> None:
+        """Ask `next_move` what the failed attempt means and perform it: raise a `Stop`'s
+        error, keep the route for a `RetrySame` or a `SwitchProvider` (the provider that
+        served it excluded for the request's following attempts), leave it behind for a
+        `FallBack`."""
+        excluded = False
+        if res.excludable and c.failure_class.counts_against_route and not c.client_params:
+            req.excluded.setdefault(res.route.model, set()).update(res.excludable)
+            excluded = True
+        move, loop.budget = next_move(
+            c,
+            route=res.route,
+            contract=req.contract,
+            budget=loop.budget,
+            deadline=req.deadline,
+            now=self.clock(),
+            jitter=self.rand(),
+            config=self.config,
+            status_code=res.status_code,
+            provider_excluded=excluded,
+        )
+        match move:
+            case Stop(error=error):
+                raise error
+            case RetrySame(wait_s=delay, reason=why):
+                loop.retry_route, loop.wait_s, loop.fallback_reason = res.route, delay, why
+            case SwitchProvider(reason=why):
+                loop.retry_route, loop.wait_s, loop.fallback_reason = res.route, 0.0, why
+                loop.switching = True
+            case FallBack(reason=why, min_context=min_context):
+                loop.fallback_reason = why
+                if min_context is not None:
+                    loop.needs = replace(
+                        loop.needs, min_context=max(loop.needs.min_context, min_context)
+                    )
+                loop.excluded.add(res.route.id)
 
     def _check_deadline(
         self,
@@ -283,7 +368,7 @@ class Router:
         raise DeadlineExhaustedError(
             f"{req.deadline.remaining(now) * 1000:.0f} ms left"
             + (f" (after a {wait_s:.2f} s wait)" if wait_s else "")
-            + f"; an attempt needs {self.policy.allowances.required_s * 1000:.0f} ms"
+            + f"; an attempt needs {req.deadline.needed_s * 1000:.0f} ms"
             + (f"; last failure: {last[0].failure_class.value} ({last[0].reason})" if last else ""),
             reason="no_time_for_attempt",
         )
@@ -379,49 +464,30 @@ class Router:
 
     async def _attempt(
         self, req: RequestState, route: Route, *, waited_s: float, fallback_reason: str | None,
-        hedged: bool = False,
+        hedged: bool = False, loop: _Loop | None = None,
     ) -> AttemptResult:  # fmt: skip
+        """One attempt on `route` within its plan (`routing/planner.py`), then its verdict and
+        event; `loop` (None for a hedged attempt) says which fallbacks are left to keep time for."""
         scope = req.contract.workload  # the circuits this attempt answers to
-        try:
-            ignore = await self.ignore_source(route.model, datetime.now(UTC))
-            body = upstream_body(req.body, route, req.contract, self.catalog.schemas, ignore)
-            now = self.clock()  # the budget is what is left after the exclusions lookup
-            if not req.deadline.may_start(now):
-                raise DeadlineExhaustedError(
-                    f"{req.deadline.remaining(now) * 1000:.0f} ms left after the exclusions"
-                    f" lookup; an attempt needs {self.policy.allowances.required_s * 1000:.0f} ms",
-                    reason="no_time_for_attempt",
-                )
-        except BaseException:  # no attempt was made: give the admission (probe slot) back
-            self.breakers.release(route.id, self.clock(), scope)
-            raise
-        b = req.deadline.attempt_budget(now)
-        budget = AttemptBudget(
-            connect_s=min(self.policy.connect_timeout_s, b.total_s), total_s=b.total_s
-        )
-        circuit = self.breakers.status(route.id, now, scope)
-        res = AttemptResult(route=route, started=now)
+        body, res, timeouts = await self._planned(req, route, loop)
+        circuit = self.breakers.status(route.id, res.started, scope)
         try:
             await run_attempt(
-                self.upstream,
-                body,
-                route,
-                req.contract,
-                self.catalog.schemas,
-                budget,
-                stream_release=req.stream,
-                clock=self.clock,
-                result=res,
+                self.upstream, body, route, req.contract, self.catalog.schemas, timeouts,
+                stream_release=req.stream, clock=self.clock, result=res,
                 client_params=client_shaping(req.body),
-            )
+            )  # fmt: skip
         except BaseException as exc:  # no verdict on the route: give the admission back
-            self.breakers.release(route.id, self.clock(), scope)
+            now = self.clock()
+            self.breakers.release(route.id, now, scope)
+            self.steering.release(res.probes, now, scope)
             if isinstance(exc, asyncio.CancelledError):  # a hedged loser: cost still counted
                 self.outcomes.attempt(
                     req, res, waited_s=waited_s, fallback_reason=fallback_reason,
                     circuit=circuit.value, cancelled=True, hedged=hedged,
                 )  # fmt: skip
             raise
+        self.planner.observe(req, res)
         if res.rest is not None and res.classification is None:
             # a released stream: its verdict, cost and usage are known only at its end
             # (`Outcomes.stream_finisher`); the attempt is counted now, recorded then
@@ -434,3 +500,38 @@ class Router:
             hedged=hedged,
         )  # fmt: skip
         return res
+
+    async def _planned(
+        self, req: RequestState, route: Route, loop: _Loop | None
+    ) -> tuple[dict[str, Any], AttemptResult, AttemptBudget]:
+        """The attempt's upstream body, its result to fill and its timeouts, after the
+        exclusions lookup; raises (giving the route's admission back) when it may not start."""
+        scope = req.contract.workload
+        probes: tuple[str, ...] = ()
+        try:
+            quarantine = await self.ignore_source(route.model, datetime.now(UTC))
+            now = self.clock()  # the budget is what is left after the exclusions lookup
+            alternatives = (
+                None if loop is None else [r for r in loop.pool if r.id not in loop.excluded]
+            )
+            plan = self.planner.plan(
+                req, route, quarantine, now, alternatives=alternatives,
+                needs=None if loop is None else loop.needs,
+            )  # fmt: skip
+            probes = plan.probes
+            body = upstream_body(req.body, route, req.contract, self.catalog.schemas, plan.ignore)
+            if not req.deadline.may_start(now):
+                raise DeadlineExhaustedError(
+                    f"{req.deadline.remaining(now) * 1000:.0f} ms left after the exclusions"
+                    f" lookup; an attempt needs {req.deadline.needed_s * 1000:.0f} ms",
+                    reason="no_time_for_attempt",
+                )
+        except BaseException:  # no attempt was made: give the admission (probe slot) back
+            self.breakers.release(route.id, self.clock(), scope)
+            self.steering.release(probes, self.clock(), scope)
+            raise
+        res = AttemptResult(
+            route=route, started=now, budget=plan.budget, ignore=tuple(plan.ignore),
+            excluded_before=frozenset(req.excluded_for(route.model)), probes=probes,
+        )  # fmt: skip
+        return body, res, plan.timeouts

@@ -11,7 +11,7 @@
         schema_modes: [json_schema]          # empty: no structured output
         model_class: general
         pricing: {prompt: 0.00000023, completion: 0.0000004}   # USD per token
-        latency_p50_ms: 400                  # prior for ranking
+        latency_p50_ms: 400                  # prior for ranking (and for budgets: R13)
         regions: [us, eu]                    # optional; matched against contract constraints.regions
     groups:
       text: [llama-70b, qwen-72b]

@@ -1,6 +1,6 @@
 """How the gateway is served: uvicorn (h11) with bounds on slow or idle clients.
 
-    gateway_config(app, host=..., port=..., keep_alive_s=5, header_timeout_s=10)
+    gateway_config(app, settings.gateway, host=..., port=...)
 
 - `timeout_keep_alive` (settings.gateway.keep_alive_s): an idle connection between
   requests is closed after this;
@@ -10,7 +10,7 @@
   of a request), so one byte every few seconds would hold a connection forever;
   `HeaderTimeoutH11Protocol` adds it;
 - h11's `max_incomplete_event_size` (16 KB, uvicorn's default) bounds the request head;
-- the body: `create_app(body_timeout_s=...)` answers 408 to a body that has not fully
+- the body: `create_app` (same `GatewayConfig`) answers 408 to a body that has not fully
   arrived in time (settings.gateway.body_timeout_s), and 413 past its size limit.
 """
 
@@ -23,11 +23,14 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from ground.settings import GatewayConfig
+
 
 class HeaderTimeoutH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol plus a deadline on each request head (see module docstring)."""
+    """uvicorn's h11 protocol plus a deadline on each request head (see module docstring);
+    made with its deadline by `header_timeout_protocol`."""
 
-    header_timeout_s: float = 10.0
+    header_timeout_s: float
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -80,21 +83,16 @@ def header_timeout_protocol(seconds: float) -> type[H11Protocol]:
 
 
 def gateway_config(
-    app: Any,
-    *,
-    host: str,
-    port: int,
-    keep_alive_s: float = 5.0,
-    header_timeout_s: float = 10.0,
-    log_level: str = "warning",
+    app: Any, config: GatewayConfig, *, host: str, port: int, log_level: str = "warning"
 ) -> uvicorn.Config:
-    """The uvicorn config the gateway is served with (`canary gateway serve`, tests)."""
+    """The uvicorn config the gateway is served with (`canary gateway serve`, tests);
+    `config`: settings.gateway (`keep_alive_s`, `header_timeout_s`)."""
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level=log_level,
-        http=header_timeout_protocol(header_timeout_s),
+        http=header_timeout_protocol(config.header_timeout_s),
         loop="asyncio",
-        timeout_keep_alive=max(1, round(keep_alive_s)),
+        timeout_keep_alive=max(1, round(config.keep_alive_s)),
     )

@@ -35,7 +35,7 @@ from sqlmodel import Field, Session
 
 from ground.clock import as_utc
 from ground.db import open_engine
-from routing.errors import AmbiguousCompletionError, RoutingError
+from routing.errors import AmbiguousCompletionError, ExecutionPendingError, ToolFailedError
 from routing.events import ROUTING_METADATA, _RoutingBase
 
 Policy = Literal["fail", "reconcile", "replay"]
@@ -63,14 +63,6 @@ class ToolExecution(_RoutingBase, table=True):
     runs: int = 0
     created_at: datetime
     updated_at: datetime
-
-
-class ToolFailedError(RoutingError):
-    """The tool ran and reported failure; the stored failure is returned, never re-run."""
-
-
-class ExecutionPendingError(RoutingError):
-    """Another caller is running this execution and did not finish within the wait."""
 
 
 def canonical_json(value: Any) -> str:

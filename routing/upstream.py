@@ -15,28 +15,26 @@ pooled `ClientSession` per `Upstream` and event loop, made lazily inside the run
 - a reply head of at most 128 lines of at most 16 KiB each (httpx allowed a 100 KiB head
   of any shape); a larger one is a `RemoteProtocolError`.
 
-Every attempt gets timeouts cut to the remaining deadline by the caller. The upstream is
+Every attempt gets timeouts cut to the remaining deadline by the caller (`AttemptBudget`):
+connect, total, and two cuts of its own here (R13): no content (text or a tool call) within
+`ttft_s` of sending the request raises `SlowFirstToken`, and once output started, no byte
+for `stall_s` raises `StreamStalled` (our own cuts, not transport failures; the caller
+clears `stall_s` when it releases the stream to a client: from then on only the deadline
+bounds it). The upstream is
 always asked to stream, so the router sees time to first token, stream cuts (no `[DONE]`),
 in-band error chunks and the reply start before anything reaches a client; the assembled
 `Completion` is what the acceptance pipeline reads.
 
-Transport failures leave this module as our own vocabulary, translated at this boundary
-(`translate`), so `routing.classify` never sees a client library's exceptions:
+Transport failures leave this module as our own vocabulary (`routing.errors`: the
+`UpstreamError` tree, each class with its `TransportCode`, and `MalformedStream`),
+translated at this boundary through one table (`_AIOHTTP`, aiohttp's class -> ours;
+`translate`), so `routing.classify` never sees a client library's exceptions. A test walks
+every exception class aiohttp exports and fails unless each one has a row.
 
-    UpstreamError                 a transport failure talking to the upstream
-     ├── ConnectError             refused, DNS, TLS: nothing was sent
-     ├── ConnectTimeout           no connection within the connect budget (pool wait included)
-     ├── ReadTimeout              no byte within the read timeout
-     ├── ReadError                the connection broke while sending or reading
-     ├── RemoteProtocolError      the upstream broke HTTP: a malformed or oversized head, a
-     │                            disconnect before the head, a body short of its framing
-     ├── DecodingError            a body that does not decode under its Content-Encoding
-     ├── InvalidURL               the configured base URL cannot be requested
-     └── UnsupportedProtocol      the base URL is not http(s)
-
-The class name is the failure's reason (`ConnectError` -> "connect_error"), as it was
-with httpx. The upstream key lives in the session's default headers only; it is never part
-of a repr, an error message (they are scrubbed) or an event.
+Bounds come from `ground.settings.RoutingConfig`, taken whole (`max_connections`,
+`max_error_body_bytes`, `max_line_bytes`, `max_reply_bytes`). The upstream key lives in the
+session's default headers only; it is never part of a repr, an error message (they are
+scrubbed) or an event.
 """
 
 from __future__ import annotations
@@ -56,8 +54,22 @@ from aiohttp import http_exceptions
 from pydantic import SecretStr
 from yarl import URL
 
-from ground.errors import CanaryError
+from ground.settings import RoutingConfig
 from routing.deadline import AttemptBudget
+from routing.errors import (
+    ConnectError,
+    ConnectTimeout,
+    DecodingError,
+    InvalidURL,
+    MalformedStream,
+    ReadError,
+    ReadTimeout,
+    RemoteProtocolError,
+    SlowFirstToken,
+    StreamStalled,
+    UnsupportedProtocol,
+    UpstreamError,
+)
 from routing.response import StreamAssembler
 from wire import jsonio
 from wire.errors import ErrorInfo, parse_error, unparseable
@@ -65,7 +77,6 @@ from wire.retry_after import parse_retry_after
 from wire.sse import Event, SSEParser
 from wire.text import Scrubber, upstream_text
 
-ERROR_BODY_MAX_BYTES = 64_000  # default of settings.routing.max_error_body_bytes
 # the reply head: aiohttp bounds each line and the number of lines (httpx bounded the whole
 # head at 100 KiB); at most 16 KiB x 128 = 2 MiB held per response head
 HEAD_LINE_MAX_BYTES = 16 * 1024
@@ -75,48 +86,6 @@ HEAD_MAX_FIELDS = 128
 # the socket before reuse; aiohttp does not, and a POST sent on a connection the server is
 # closing fails (aiohttp retries only idempotent methods), so we let go first.
 KEEPALIVE_S = 4.0
-
-
-class MalformedStream(CanaryError):
-    """An SSE data line that is not JSON, or a line or reply over its cap: an invalid
-    successful response."""
-
-
-class UpstreamError(CanaryError):
-    """A transport failure talking to the upstream; the message is scrubbed of the key."""
-
-
-class ConnectError(UpstreamError):
-    """The connection could not be established (refused, DNS, TLS): nothing was sent."""
-
-
-class ConnectTimeout(UpstreamError):
-    """No connection within the connect budget (the wait for a pooled one included)."""
-
-
-class ReadTimeout(UpstreamError):
-    """No byte arrived within the read timeout."""
-
-
-class ReadError(UpstreamError):
-    """The connection broke while the request was sent or the reply read."""
-
-
-class RemoteProtocolError(UpstreamError):
-    """The upstream broke HTTP: a malformed or oversized head, a disconnect before the head,
-    a body cut short of its Content-Length or chunking."""
-
-
-class DecodingError(UpstreamError):
-    """A body that does not decode under its Content-Encoding."""
-
-
-class InvalidURL(UpstreamError):
-    """The configured base URL cannot be requested."""
-
-
-class UnsupportedProtocol(UpstreamError):
-    """The configured base URL is not http or https."""
 
 
 # aiohttp's exceptions by exact type -> ours; `None` = not raised by a request of ours (a
@@ -203,7 +172,7 @@ class UpstreamCall:
         scrub: Scrubber,
         max_line_bytes: int,
         max_reply_bytes: int,
-        max_error_bytes: int = ERROR_BODY_MAX_BYTES,
+        max_error_bytes: int,
         proxy: str | None = None,
     ) -> None:
         self._session = session
@@ -220,6 +189,8 @@ class UpstreamCall:
         self.output_started = False  # any content/tool delta seen: a cut now is ambiguous
         self.headers_received = False
         self.status_code: int | None = None
+        self.stall_s = budget.stall_s  # cleared by the caller once the stream is released
+        self._first_token_at: float | None = None  # loop time by which content must come
 
     async def __aenter__(self) -> UpstreamCall:
         return self
@@ -242,15 +213,22 @@ class UpstreamCall:
         timeout = aiohttp.ClientTimeout(
             total=None, connect=connect_s, sock_connect=connect_s, sock_read=max(0.001, b.total_s)
         )
+        loop = asyncio.get_running_loop()
+        if b.ttft_s is not None:
+            self._first_token_at = loop.time() + b.ttft_s
+        first_token = asyncio.timeout_at(self._first_token_at)
         try:
-            response = await self._session.post(
-                self._url,
-                data=_encode(self._body),
-                timeout=timeout,
-                allow_redirects=False,
-                proxy=self._proxy,
-            )
+            async with first_token:
+                response = await self._session.post(
+                    self._url,
+                    data=_encode(self._body),
+                    timeout=timeout,
+                    allow_redirects=False,
+                    proxy=self._proxy,
+                )
         except Exception as exc:
+            if isinstance(exc, TimeoutError) and first_token.expired():
+                raise SlowFirstToken(f"no reply head within {b.ttft_s:.3f} s") from None
             _raise_translated(exc, self._scrub)
         self._response = response
         self.headers_received = True
@@ -283,16 +261,12 @@ class UpstreamCall:
         """
         assert self._response is not None, "start() first"
         read = self._response.content.readchunk  # up to the end of one HTTP chunk, as h11
-        scrub = self._scrub
         parser = SSEParser(max_line_bytes=self._max_line_bytes)
         assembler = self.assembler
         received = 0
         done = False
         while True:
-            try:
-                raw, chunk_ended = await read()
-            except Exception as exc:
-                _raise_translated(exc, scrub)
+            raw, chunk_ended = await self._next(read)
             if not raw:
                 if chunk_ended:
                     continue  # an empty piece at a chunk boundary
@@ -323,6 +297,7 @@ class UpstreamCall:
                     break
             if assembler.raw_content or assembler.completion.tool_calls or failed:
                 self.output_started = True
+                self._first_token_at = None
             piece = assembler.finish() if done else assembler.release()
             if piece:
                 yield piece
@@ -330,6 +305,37 @@ class UpstreamCall:
                 return
             if parser.overlong_lines:
                 raise MalformedStream(f"an SSE line is longer than {self._max_line_bytes} bytes")
+
+    async def _next(self, read: Any) -> tuple[bytes, bool]:
+        """The next piece the upstream wrote, within the first-token or stall cut when one
+        applies; the client library's errors translated into ours."""
+        try:
+            if self._first_token_at is None and self.stall_s is None:
+                result: tuple[bytes, bool] = await read()
+                return result
+            return await self._timed(read)
+        except (SlowFirstToken, StreamStalled):
+            raise
+        except Exception as exc:
+            _raise_translated(exc, self._scrub)
+
+    async def _timed(self, read: Any) -> tuple[bytes, bool]:
+        """One read within the first-token deadline (before output) or the stall timeout
+        (after output started, before release)."""
+        first = self._first_token_at is not None
+        cut = asyncio.timeout_at(self._first_token_at) if first else asyncio.timeout(self.stall_s)
+        try:
+            async with cut:
+                result: tuple[bytes, bool] = await read()
+                return result
+        except TimeoutError:
+            if not cut.expired():  # the client library's own read timeout
+                raise
+            if first:
+                raise SlowFirstToken(
+                    f"no content within {self._budget.ttft_s:.3f} s of the request"
+                ) from None
+            raise StreamStalled(f"no byte for {self.stall_s:.3f} s after output started") from None
 
     async def _read_capped(self, limit: int) -> bytes | None:
         """The body up to `limit` bytes; None (and the rest unread) when it is longer."""
@@ -373,17 +379,11 @@ class Upstream:
     """A pooled client for an OpenRouter-compatible base URL."""
 
     def __init__(
-        self,
-        base_url: str,
-        api_key: SecretStr | None,
-        *,
-        max_connections: int = 200,
-        max_line_bytes: int = 1_000_000,
-        max_reply_bytes: int = 8_000_000,
-        max_error_bytes: int = ERROR_BODY_MAX_BYTES,
+        self, base_url: str, api_key: SecretStr | None, config: RoutingConfig | None = None
     ) -> None:
-        """`max_error_bytes`, `max_line_bytes`, `max_reply_bytes`: the settings
-        `routing_max_error_body_bytes`, `routing_max_line_bytes`, `routing_max_reply_bytes`."""
+        """`config`: settings.routing (its pool size and the bounds on what an upstream reply
+        can make us hold)."""
+        config = config or RoutingConfig()
         self._headers = {
             "Content-Type": "application/json",
             "Accept-Encoding": "gzip, deflate",
@@ -392,10 +392,10 @@ class Upstream:
         if api_key is not None:
             self._headers["Authorization"] = f"Bearer {api_key.get_secret_value()}"
         self.scrub = Scrubber(api_key.get_secret_value() if api_key is not None else None)
-        self.max_connections = max_connections
-        self.max_line_bytes = max_line_bytes
-        self.max_reply_bytes = max_reply_bytes
-        self.max_error_bytes = max_error_bytes
+        self.max_connections = config.max_connections
+        self.max_line_bytes = config.max_line_bytes
+        self.max_reply_bytes = config.max_reply_bytes
+        self.max_error_bytes = config.max_error_body_bytes
         self.base_url = base_url.rstrip("/")
         self._url = URL(self.base_url + "/chat/completions")
         self.proxy = env_proxy(self._url)
@@ -443,6 +443,29 @@ class Upstream:
             max_error_bytes=self.max_error_bytes,
             proxy=self.proxy,
         )
+
+    async def get_json(self, path: str, *, timeout_s: float, max_bytes: int) -> Any:
+        """GET `base_url + path` (the endpoints listing) within `timeout_s`, at most
+        `max_bytes` read, as JSON. Raises our transport errors, or ValueError for a status
+        other than 200, a longer body or one that is not JSON."""
+        url = URL(self.base_url + path, encoded=False)
+        try:
+            async with (
+                asyncio.timeout(timeout_s),
+                self._pool().get(url, allow_redirects=False, proxy=self.proxy) as response,
+            ):
+                if response.status != 200:
+                    raise ValueError(f"HTTP {response.status}")
+                body = bytearray()
+                async for piece in response.content.iter_chunked(64 * 1024):
+                    body += piece
+                    if len(body) > max_bytes:
+                        raise ValueError(f"larger than {max_bytes} bytes")
+        except TimeoutError:
+            raise ReadTimeout(f"no complete reply within {timeout_s:g} s") from None
+        except aiohttp.ClientError as exc:
+            _raise_translated(exc, self.scrub)
+        return jsonio.loads(bytes(body))
 
     async def aclose(self) -> None:
         """Close the pool; a later call opens a new one."""

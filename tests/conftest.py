@@ -1,9 +1,21 @@
 """Shared pytest set-up. Fixtures live in tests/fixtures/<topic>.py, one file
-per topic, and are registered here as plugins so each topic owns its file."""
+per topic, and are registered here as plugins so each topic owns its file.
+
+Tests never read a developer's `.env` or real keys. `load_settings()` (pydantic-settings)
+reads `.env` in the working directory, so the session runs in an empty directory of its
+own, entered once pytest has read its command line and before any test module is
+collected (some build settings at import), and the subprocesses the fixtures start
+inherit it; `load_settings()` keys its cached instance on the working directory, so
+nothing built before the move is handed out after it. `tests/test_no_dotenv.py` proves a
+`.env` in the checkout is read neither by the suite nor by its subprocesses."""
 
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
-# Tests never read a developer's .env or real keys.
+import pytest
+
 os.environ.pop("OPENROUTER_API_KEY", None)
 os.environ.pop("CANARY_API_KEY", None)
 
@@ -15,3 +27,28 @@ pytest_plugins: list[str] = [
     "tests.fixtures.hostile",
     # add "tests.fixtures.<topic>" here (one line each)
 ]
+
+_SESSION_CWD = pytest.StashKey[Path]()
+
+
+@pytest.hookimpl(trylast=True)  # after every plugin has resolved its own paths
+def pytest_configure(config: pytest.Config) -> None:
+    """Enter the session's empty working directory. What pytest still resolves against
+    the working directory later (`--ignore`, `--ignore-glob`) and Hypothesis's example
+    database stay where pytest was started."""
+    started = config.invocation_params.dir
+    for option in ("ignore", "ignore_glob"):
+        given = getattr(config.option, option, None)
+        if given:
+            setattr(config.option, option, [str(started / path) for path in given])
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(started / ".hypothesis"))
+    cwd = Path(tempfile.mkdtemp(prefix="canary-tests-cwd-"))
+    config.stash[_SESSION_CWD] = cwd
+    os.chdir(cwd)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    cwd = config.stash.get(_SESSION_CWD, None)
+    if cwd is not None:
+        os.chdir(config.invocation_params.dir)
+        shutil.rmtree(cwd, ignore_errors=True)

@@ -9,6 +9,7 @@
     retry_after  `Retry-After` in delta-seconds or an HTTP date
     sse          Server-Sent Events framing: an incremental, bounded parser and the encoder
     chunks       the fields of a completion chunk or body: the provider field and usage
+    auth         the bearer token of an Authorization header, compared in constant time
 
 Pure: no I/O and no clock (`now` is a parameter). Imports only `ground`.
 """

@@ -4,7 +4,8 @@
     rounds   round, triage                  state    status, ignore, lift
     exclude  exclude add|remove|list        server   server start|stop, serve
     history  history (one endpoint)         report   report (HTML with plots)
-    gateway  gateway serve                  demo     demo
+    gateway  gateway serve|report           demo     demo
+    served   served (which provider served a request)
     clock    clock reset                    lock     lock status|release
     fleet    fleet serve (the fleet's own CLI, `fleet/cli.py`)
 
@@ -22,7 +23,19 @@ from typing import Annotated
 
 import typer
 
-from canary.cli import clock, demo, exclude, gateway, history, lock, report, rounds, server, state
+from canary.cli import (
+    clock,
+    demo,
+    exclude,
+    gateway,
+    history,
+    lock,
+    report,
+    rounds,
+    served,
+    server,
+    state,
+)
 from canary.cli.errors import set_debug
 from canary.cli.help import plain_flags
 from fleet.cli import app as fleet_app
@@ -40,6 +53,7 @@ app.add_typer(rounds.app)
 app.add_typer(state.app)
 app.add_typer(history.app)
 app.add_typer(report.app)
+app.add_typer(served.app)
 app.add_typer(exclude.app, name="exclude")
 app.add_typer(server.app, name="server")
 app.add_typer(server.serve_app)

@@ -80,9 +80,16 @@ def exit_codes() -> tuple[tuple[type[BaseException], int], ...]:
     from probes.errors import InvalidModelIdError, ProbeClientError
     from probes.prompts import UnknownLocaleError
     from quarantine.errors import QuarantineError
-    from routing.errors import ContractError, RoutingError
-    from routing.gateway import BodyTooLarge, BodyTooSlow
-    from routing.upstream import MalformedStream, UpstreamError
+    from routing.errors import (
+        BodyTooLarge,
+        BodyTooSlow,
+        ContractError,
+        MalformedStream,
+        RoutingError,
+        SlowFirstToken,
+        StreamStalled,
+        UpstreamError,
+    )
     from wire.jsonio import WireJSONError
 
     return (
@@ -103,6 +110,8 @@ def exit_codes() -> tuple[tuple[type[BaseException], int], ...]:
         (RoutingError, RUNTIME),
         (UpstreamError, RUNTIME),  # the gateway's upstream transport
         (MalformedStream, RUNTIME),
+        (SlowFirstToken, RUNTIME),  # the gateway's own cuts of an upstream reply (R13)
+        (StreamStalled, RUNTIME),
         (BodyTooLarge, BAD_INPUT),  # a client's request body
         (BodyTooSlow, BAD_INPUT),
         (CanaryError, RUNTIME),  # the root's catch-all (a class the table does not name yet)

@@ -32,7 +32,8 @@ def report_cmd(
 ) -> None:
     """Write a self-contained HTML report with plots from the ledger: verdicts per round and
     endpoint, failure rate by contract, first-token times against the bar, suspensions over
-    time and the observe-mode false-positive estimate."""
+    time, the observe-mode false-positive estimate, and the canary's own daily spend with
+    today's forecast."""
     settings = settings_or_exit()
     target = model_or_default(settings, model)
     now = utc_now()
@@ -49,6 +50,8 @@ def report_cmd(
         ttft_bar_s=settings.probe.ttft_threshold_s,
         clean_rounds=settings.policy.clean_rounds,
         out_dir=out_dir,
+        cron=settings.round_cron,
+        budget_usd=settings.budget.for_model(target),
     )
     summary = report.summary()
     if as_json:
@@ -61,5 +64,12 @@ def report_cmd(
         f"{summary['failed_endpoint_rounds']} failed endpoint-rounds, "
         f"{summary['suspensions']} suspension(s), {summary['shadow_suspensions']} shadow"
     )
+    bill = summary["bill"]
+    if bill.get("forecast_usd") is not None:
+        typer.echo(
+            f"bill {bill['day']}: spent ${bill['spent_usd']:.4f} in {bill['rounds']} rounds, "
+            f"forecast ${bill['forecast_usd']:.4f} for the day at {bill['rounds_per_day']} "
+            f"rounds a day; ${summary['spent_usd']:.4f} in the window"
+        )
     typer.echo(f"report: {paths['html']}")
     typer.echo("figures: " + ", ".join(str(p) for k, p in paths.items() if k != "html"))

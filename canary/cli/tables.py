@@ -51,7 +51,8 @@ def _short_time(value: str | None) -> str:
     return f"{value[:10]} {value[11:16]}Z" if value else ""
 
 
-_VERDICT_STYLE = {"failed": "bold red", "frozen": "yellow", "clean": "green"}
+_VERDICT_STYLE = {"failed": "bold red", "frozen": "yellow", "clean": "green", "unjudged": "cyan"}
+_VERDICT_SHOWN = {"unjudged": "not judged"}  # a round that proved nothing is no clean one
 
 
 def print_round(summary: Any) -> None:
@@ -67,12 +68,33 @@ def print_round(summary: Any) -> None:
         console.print(
             "controls: " + ", ".join(f"{t}={s}" for t, s in sorted(summary.controls.items())) + weak
         )
+    for tag, lines in sorted((getattr(summary, "unjudged", None) or {}).items()):
+        console.print(f"[cyan]not judged[/] {tag}: {'; '.join(lines)}", overflow="fold")
+    print_round_bill(summary)
     for d in summary.decisions:
         until = f" until {d['until']}" if d.get("until") else ""
         console.print(
             f"[bold]{d['kind']}[/] {d['tag']}{until}: {'; '.join(d.get('evidence') or []) or d['reason']}"
         )
     print_ignore(summary.ignore)
+
+
+def print_round_bill(summary: Any) -> None:
+    """The round's cost and how it ran for the budget (C13)."""
+    total = (getattr(summary, "bill", None) or {}).get("total")
+    budget = getattr(summary, "budget", None) or {}
+    if total:
+        estimated = (
+            f", {_usd(total['estimated_usd'])} estimated" if total["estimated_requests"] else ""
+        )
+        console.print(
+            f"cost: {_usd(total['usd'])} ({total['requests']} requests, "
+            f"{total['prompt_tokens'] + total['completion_tokens']} tokens{estimated})"
+        )
+    if budget and budget.get("level") != "full":
+        console.print(
+            f"[bold yellow]budget: {budget['level']}[/]: {budget['reason']}", overflow="fold"
+        )
 
 
 def print_ignore(ignore: list[dict[str, Any]]) -> None:
@@ -127,7 +149,7 @@ def print_status(status: dict[str, Any]) -> None:
             _short_time(p.get("suspended_until")),
             str(p["suspensions"]),
             f"{p['consecutive_failed_rounds']}/{p['consecutive_clean_rounds']}",
-            p["last_round"]["verdict"] or "-",
+            _VERDICT_SHOWN.get(p["last_round"]["verdict"], p["last_round"]["verdict"] or "-"),
         )
     console.print(table)
     if len(last_times) == 1:
@@ -147,7 +169,48 @@ def print_status(status: dict[str, Any]) -> None:
     for tag in failing:
         reasons = ", ".join(providers[tag]["last_round"]["reasons"])
         console.print(f"  {tag}: failed its last round: {reasons}", overflow="fold")
+    print_evidence_and_bill(status)
     console.print(f"provider.ignore: {status['ignore']}")
+
+
+def print_evidence_and_bill(status: dict[str, Any]) -> None:
+    """What the last round could not judge per endpoint (C5), the contracts each endpoint is
+    held to, the refusal contract's standing, and the day's bill and forecast (C13)."""
+    providers = status["providers"]
+    unjudged = {t: p["last_round"].get("why", "") for t, p in sorted(providers.items())
+                if p["last_round"]["verdict"] == "unjudged"}  # fmt: skip
+    if unjudged:
+        console.print("not judged in their last round (no evidence of health):")
+        for tag, why in unjudged.items():
+            console.print(f"  {tag}: {why.removeprefix('not judged: ')}", overflow="fold")
+    groups: dict[str, list[str]] = {}
+    for tag, p in sorted(providers.items()):
+        groups.setdefault(", ".join(p.get("held_to") or []) or "(not seen yet)", []).append(tag)
+    for held, tags in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        who = f"{len(tags)} endpoints" if len(tags) > 3 else ", ".join(tags)
+        console.print(f"held to {held}: {who}", overflow="fold")
+    refusal = status.get("refusal") or {}
+    if refusal.get("line"):
+        style = (
+            "bold yellow" if "unverified" in refusal["line"] or "weak" in refusal["line"] else ""
+        )
+        console.print(
+            f"[{style}]{refusal['line']}[/]" if style else refusal["line"], overflow="fold"
+        )
+    bill = status.get("bill")
+    if bill:
+        budget = f" of {_usd(bill['budget_usd'])}" if bill.get("budget_usd") else ""
+        console.print(
+            f"bill {bill['day']}: spent {_usd(bill['spent_usd'])}{budget} ({bill['rounds']} "
+            f"rounds, {bill['requests']} requests, {bill['tokens']} tokens); forecast "
+            f"{_usd(bill['forecast_usd'])} for the day at {bill['rounds_per_day']} rounds a day "
+            f"(last round {_usd(bill['last_round_usd'])}, level {bill['level']})",
+            overflow="fold",
+        )
+
+
+def _usd(value: float) -> str:
+    return f"${value:.4f}" if value < 1 else f"${value:.2f}"
 
 
 def print_exclusions(model: str, rows: list[dict[str, Any]]) -> None:

@@ -20,7 +20,9 @@ from quarantine import policy
 from quarantine.adapters.ignore import aignore_report
 from quarantine.adapters.ledger import Ledger
 from quarantine.adapters.store import aload_state, aupdate_state
+from quarantine.budget import BillView, bill_view
 from quarantine.exclusions import IgnoreEntry, ignore_tags
+from quarantine.judged import refusal_line
 from quarantine.models import Decision, Mode, ModelState
 from quarantine.overview import endpoint_views
 
@@ -46,6 +48,9 @@ class EndpointStatus(BaseModel):
     last_round_at: UtcDatetime | None = None
     last_verdict: str | None = None
     last_round_reasons: list[str] = Field(default_factory=list)
+    last_round_unjudged: list[str] = Field(default_factory=list)  # "contract: why" (C5)
+    why: str = ""  # the last round in a few words: clean, not judged: ..., failed: ...
+    held_to: list[str] = Field(default_factory=list)  # the contracts it is held to
 
 
 class ModelStatus(BaseModel):
@@ -55,6 +60,10 @@ class ModelStatus(BaseModel):
     providers: dict[str, EndpointStatus]
     ignore: list[IgnoreEntry]
     warnings: list[str] = Field(default_factory=list)  # e.g. invalid runtime exclusion entries
+    refusal: str = ""  # the refusal contract's standing in a line (verified / unverified)
+    refusal_probe: str | None = None
+    controls_missing_since: UtcDatetime | None = None
+    bill: BillView | None = None  # spent today and the day's forecast (C13)
 
     def to_json(self) -> dict[str, Any]:
         """The CLI's JSON: per endpoint state, until, streaks, rung, layer, reason and last
@@ -76,17 +85,31 @@ class ModelStatus(BaseModel):
                         "at": s.last_round_at.isoformat() if s.last_round_at else None,
                         "verdict": s.last_verdict,
                         "reasons": s.last_round_reasons,
+                        "unjudged": s.last_round_unjudged,
+                        "why": s.why,
                     },
+                    "held_to": s.held_to,
                 }
                 for tag, s in sorted(self.providers.items())
             },
             "ignore": ignore_tags(self.ignore),
             "warnings": list(self.warnings),
+            "refusal": {
+                "line": self.refusal,
+                "probe": self.refusal_probe,
+                "controls_missing_since": self.controls_missing_since.isoformat()
+                if self.controls_missing_since
+                else None,
+            },
+            "bill": self.bill.model_dump(mode="json") if self.bill else None,
         }
 
 
-def model_status(state: ModelState, ignore: list[IgnoreEntry], now: datetime) -> ModelStatus:
-    """Pure: the status view of a stored state at `now` (`quarantine.overview`)."""
+def model_status(
+    state: ModelState, ignore: list[IgnoreEntry], now: datetime, bill: BillView | None = None
+) -> ModelStatus:
+    """Pure: the status view of a stored state at `now` (`quarantine.overview`), with the
+    day's `bill` when given."""
     providers = {}
     for view in endpoint_views(state, ignore, now):
         ps = state.providers.get(view.tag)
@@ -104,6 +127,9 @@ def model_status(state: ModelState, ignore: list[IgnoreEntry], now: datetime) ->
             last_round_id=view.last_round_id,
             last_round_at=view.last_round_at,
             last_verdict=view.last_verdict,
+            last_round_unjudged=view.last_unjudged,
+            why=view.why,
+            held_to=view.held_to,
         )
     return ModelStatus(
         model=state.model,
@@ -111,6 +137,22 @@ def model_status(state: ModelState, ignore: list[IgnoreEntry], now: datetime) ->
         revision=state.revision,
         providers=providers,
         ignore=ignore,
+        refusal=refusal_line(state.refusal_probe, state.controls_missing_since),
+        refusal_probe=state.refusal_probe,
+        controls_missing_since=state.controls_missing_since,
+        bill=bill,
+    )
+
+
+def status_bill(state: ModelState, now: datetime, settings: Settings) -> BillView:
+    """The day's bill as the status shows it: as of `now`, or of the model's last round if
+    that is later (rounds run at logical times: a replay, the demo's rounds ahead of now)."""
+    at = max(now, state.last_round_at) if state.last_round_at else now
+    return bill_view(
+        state.bill,
+        at,
+        cron=settings.round_cron,
+        budget_usd=settings.budget.for_model(state.model),
     )
 
 
@@ -118,7 +160,7 @@ async def astatus(model: str, now: datetime) -> ModelStatus:
     """Status of a model; `UnknownModelError` if no round has stored state for it."""
     state = await aload_state(model, missing_ok=False)
     report = await aignore_report(model, now)
-    status = model_status(state, report.entries, now)
+    status = model_status(state, report.entries, now, status_bill(state, now, load_settings()))
     return status.model_copy(update={"warnings": report.warnings})
 
 

@@ -38,6 +38,10 @@ raises `LeaseLostError`, and the round calls it before applying anything.
 
 Calls go through `ground.prefect_api.busy_retry_client`: a release right after a round's
 burst of task runs would otherwise often meet a busy SQLite server and wait Prefect's 2 s.
+
+Time comes from a `LeaseClock` (the record's times and expiry checks, the acquirer's wait,
+the renewal and poll sleeps), the real one unless a caller passes another: tests move a
+clock of their own instead of sleeping through leases, against the real Prefect API.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID
 
 import httpx
@@ -73,6 +77,38 @@ log = logging.getLogger(__name__)
 RENEWALS_PER_LEASE = 3
 RETRY_S = 1.0  # after a failed renewal
 CALL_TIMEOUT_S = 10.0  # bound on one API call outside a lease's own deadline
+
+
+class LeaseClock(Protocol):
+    """Where a lease reads the time and waits."""
+
+    def now(self) -> datetime:
+        """Aware UTC: the record's times, and whether a record has expired."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back: how long an acquirer has waited."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds` (between renewals, between polls of a held lock)."""
+        ...
+
+
+class SystemClock:
+    """The real clock: `datetime.now(UTC)`, `time.monotonic()`, `asyncio.sleep`."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+SYSTEM_CLOCK = SystemClock()
 
 
 def lease_name(model: str) -> str:
@@ -149,6 +185,32 @@ class LeaseRecord(BaseModel):
     renewed_at: UtcDatetime
     expires_at: UtcDatetime
     lease_s: float
+
+    @classmethod
+    def new(
+        cls,
+        holder: str,
+        me: ProcessIdentity,
+        *,
+        purpose: str,
+        flow_run_id: str | None,
+        lease_s: float,
+        now: datetime,
+    ) -> LeaseRecord:
+        """A fresh record of `me` holding the lock from `now` for `lease_s`."""
+        return cls(
+            holder=holder,
+            purpose=purpose,
+            flow_run_id=flow_run_id,
+            host=me.host,
+            machine=me.machine,
+            pid=me.pid,
+            pid_start=me.pid_start,
+            acquired_at=now,
+            renewed_at=now,
+            expires_at=now + timedelta(seconds=lease_s),
+            lease_s=lease_s,
+        )
 
     def stale_reason(
         self,
@@ -270,10 +332,13 @@ OnStale = Callable[[LeaseView, str], Awaitable[None]]
 class Lease:
     """A held lease: renewed in the background until `release()`."""
 
-    def __init__(self, name: str, variable_id: UUID, record: LeaseRecord) -> None:
+    def __init__(
+        self, name: str, variable_id: UUID, record: LeaseRecord, clock: LeaseClock = SYSTEM_CLOCK
+    ) -> None:
         self.name = name
         self.variable_id = variable_id
         self.record = record
+        self._clock = clock
         self.lost: str | None = None
         self._task: asyncio.Task[None] | None = None
         self._release: asyncio.Task[None] | None = None
@@ -294,14 +359,14 @@ class Lease:
             raise LeaseLostError(f"lost the round lock {self.name}: {self.lost}")
 
     def _expired(self) -> bool:
-        return datetime.now(UTC) >= self.record.expires_at
+        return self._clock.now() >= self.record.expires_at
 
     async def _renew_forever(self) -> None:
         interval = self.record.lease_s / RENEWALS_PER_LEASE
         wait = interval
         while self.lost is None:
-            await asyncio.sleep(wait)
-            now = datetime.now(UTC)
+            await self._clock.sleep(wait)
+            now = self._clock.now()
             fresh = self.record.model_copy(
                 update={
                     "renewed_at": now,
@@ -365,6 +430,7 @@ async def aacquire_lease(
     flow_run_id: str | None = None,
     poll_s: float = 0.5,
     on_stale: OnStale | None = None,
+    clock: LeaseClock = SYSTEM_CLOCK,
 ) -> Lease:
     """Acquire lock `name`, waiting up to `wait_s` for a live holder; `LeaseTimeoutError`
     names that holder. A stale record is removed (and reported to `on_stale`) at once."""
@@ -372,52 +438,60 @@ async def aacquire_lease(
         raise ValueError(f"lease_s must be > 0, got {lease_s!r}")
     me = this_process()
     holder = uuid.uuid4().hex
-    deadline = time.monotonic() + wait_s
+    deadline = clock.monotonic() + wait_s
     async with busy_retry_client() as client:
         while True:
-            now = datetime.now(UTC)
-            record = LeaseRecord(
-                holder=holder,
-                purpose=purpose,
-                flow_run_id=flow_run_id,
-                host=me.host,
-                machine=me.machine,
-                pid=me.pid,
-                pid_start=me.pid_start,
-                acquired_at=now,
-                renewed_at=now,
-                expires_at=now + timedelta(seconds=lease_s),
-                lease_s=lease_s,
+            now = clock.now()
+            record = LeaseRecord.new(
+                holder, me, purpose=purpose, flow_run_id=flow_run_id, lease_s=lease_s, now=now
             )
-            try:
-                variable = await client.create_variable(
-                    VariableCreate(
-                        name=name, value=record.model_dump(mode="json"), tags=["canary", "lock"]
-                    )
-                )
-            except ObjectAlreadyExists:
-                pass
-            else:
-                lease = Lease(name, variable.id, record)
+            variable_id = await _create(client, name, record)
+            if variable_id is not None:
+                lease = Lease(name, variable_id, record, clock)
                 lease.start()
                 return lease
             view = await _read_view(client, name)
             if view is None:
                 continue  # released between our create and read: try again at once
-            why = view.stale_reason(datetime.now(UTC), me)
-            if why is not None:
-                if await _delete(client, view.variable_id):
-                    log.warning("took over %s from %s: %s", name, view.describe(), why)
-                    if on_stale is not None:
-                        try:
-                            await on_stale(view, why)
-                        except Exception as exc:  # reporting must not cost us the lock
-                            log.error("reporting the stale holder of %s failed: %s", name, exc)
+            if await _remove_if_stale(client, view, me, clock.now(), on_stale):
                 continue
-            left = deadline - time.monotonic()
+            left = deadline - clock.monotonic()
             if left <= 0:
                 raise LeaseTimeoutError(f"the lock {name} is held by {view.describe()}", view)
-            await asyncio.sleep(min(poll_s, left))
+            await clock.sleep(min(poll_s, left))
+
+
+async def _create(client: PrefectClient, name: str, record: LeaseRecord) -> UUID | None:
+    """Create the Variable `name` holding `record`: its id, None when the name is taken."""
+    try:
+        variable = await client.create_variable(
+            VariableCreate(name=name, value=record.model_dump(mode="json"), tags=["canary", "lock"])
+        )
+    except ObjectAlreadyExists:
+        return None
+    return variable.id
+
+
+async def _remove_if_stale(
+    client: PrefectClient,
+    view: LeaseView,
+    me: ProcessIdentity,
+    now: datetime,
+    on_stale: OnStale | None,
+) -> bool:
+    """Whether `view` was stale at `now`; if so its record is deleted, and the process whose
+    delete succeeded (only one does) reports the stale holder to `on_stale`."""
+    why = view.stale_reason(now, me)
+    if why is None:
+        return False
+    if await _delete(client, view.variable_id):
+        log.warning("took over %s from %s: %s", view.name, view.describe(), why)
+        if on_stale is not None:
+            try:
+                await on_stale(view, why)
+            except Exception as exc:  # reporting must not cost us the lock
+                log.error("reporting the stale holder of %s failed: %s", view.name, exc)
+    return True
 
 
 @asynccontextmanager
@@ -430,6 +504,7 @@ async def held_lease(
     flow_run_id: str | None = None,
     poll_s: float = 0.5,
     on_stale: OnStale | None = None,
+    clock: LeaseClock = SYSTEM_CLOCK,
 ) -> AsyncIterator[Lease]:
     """`async with held_lease(...) as lease:` holds lock `name` for the block, renewed in
     the background; call `await lease.check()` before acting on what the lock protects."""
@@ -441,6 +516,7 @@ async def held_lease(
         flow_run_id=flow_run_id,
         poll_s=poll_s,
         on_stale=on_stale,
+        clock=clock,
     )
     try:
         yield lease

@@ -6,8 +6,11 @@ fields are structured so the Blocks page of the Prefect UI shows them (schema ve
 
     model, mode, revision, updated_at, last_round_id, last_round_at
     suspended   one readable line per suspended or shadow-suspended endpoint
-    endpoints   one entry per endpoint: state, until, rung, streaks, last reasons, last round
+    endpoints   one entry per endpoint: state, until, rung, streaks, last reasons, last round,
+                the contracts it is held to and what its last round could not judge
     providers   the policy's full memory per endpoint (`ProviderState`): what is read back
+    refusal_probe, controls_missing_since   the refusal probe's standing (C5)
+    bill        what the canary's rounds of the model cost today (C13)
 
 `endpoints` and `suspended` are views written for analysts (as of `updated_at`); the state is
 read from `providers`. Version 1 documents held the whole `ModelState` as one JSON string in
@@ -48,6 +51,7 @@ from ground.clock import UtcDatetime
 from ground.prefect_api import busy_retry_client
 from ground.slugs import model_slug
 from quarantine.adapters.locking import serialised
+from quarantine.budget import DayBill
 from quarantine.errors import StaleRevisionError, StateCorruptError, UnknownModelError
 from quarantine.models import Decision, Mode, ModelState, ProviderState
 from quarantine.overview import EndpointView, Standing, endpoint_views
@@ -70,6 +74,8 @@ class EndpointEntry(BaseModel):
     clean_streak: int = 0
     last_reasons: list[str] = Field(default_factory=list)
     last_round: str | None = None  # "<verdict> at <logical time>"
+    held_to: list[str] = Field(default_factory=list)  # the contracts it is held to (C5)
+    not_judged: list[str] = Field(default_factory=list)  # "contract: why", its last round
 
 
 class QuarantineStateBlock(Block):
@@ -92,6 +98,9 @@ class QuarantineStateBlock(Block):
     suspended: list[str] | None = None
     endpoints: dict[str, EndpointEntry] | None = None
     providers: dict[str, ProviderState] | None = None
+    refusal_probe: str | None = None
+    controls_missing_since: UtcDatetime | None = None
+    bill: DayBill | None = None
     state_json: str | None = None  # schema version 1 only; read, never written
     schema_version: int | None = SCHEMA_VERSION
 
@@ -161,6 +170,9 @@ def _state_of(data: dict[str, Any], where: str) -> ModelState:
                     "updated_at": data.get("updated_at"),
                     "last_round_id": data.get("last_round_id"),
                     "last_round_at": data.get("last_round_at"),
+                    "refusal_probe": data.get("refusal_probe"),
+                    "controls_missing_since": data.get("controls_missing_since"),
+                    "bill": data.get("bill"),
                 }
             )
         if isinstance(raw, str):
@@ -173,6 +185,22 @@ def _state_of(data: dict[str, Any], where: str) -> ModelState:
 def _line(view: EndpointView) -> str:
     until = f" until {view.until:%Y-%m-%d %H:%M}Z" if view.until else ""
     return f"{view.tag}: {view.standing.value}{until}, rung {view.rung} ({view.reason})"
+
+
+def _entry(v: EndpointView, ps: ProviderState) -> EndpointEntry:
+    return EndpointEntry(
+        state=v.standing.value,
+        until=v.until,
+        rung=v.rung,
+        failed_streak=v.failed_streak,
+        clean_streak=v.clean_streak,
+        last_reasons=list(ps.last_reasons),
+        last_round=(
+            f"{v.last_verdict} at {v.last_round_at:%Y-%m-%d %H:%M}Z" if v.last_round_at else None
+        ),
+        held_to=list(v.held_to),
+        not_judged=list(v.last_unjudged),
+    )
 
 
 def to_block(state: ModelState) -> QuarantineStateBlock:
@@ -188,23 +216,11 @@ def to_block(state: ModelState) -> QuarantineStateBlock:
         last_round_id=state.last_round_id,
         last_round_at=state.last_round_at,
         suspended=[_line(v) for v in views if v.standing is not Standing.ACTIVE],
-        endpoints={
-            v.tag: EndpointEntry(
-                state=v.standing.value,
-                until=v.until,
-                rung=v.rung,
-                failed_streak=v.failed_streak,
-                clean_streak=v.clean_streak,
-                last_reasons=list(state.providers[v.tag].last_reasons),
-                last_round=(
-                    f"{v.last_verdict} at {v.last_round_at:%Y-%m-%d %H:%M}Z"
-                    if v.last_round_at
-                    else None
-                ),
-            )
-            for v in views
-        },
+        endpoints={v.tag: _entry(v, state.providers[v.tag]) for v in views},
         providers=dict(state.providers),
+        refusal_probe=state.refusal_probe,
+        controls_missing_since=state.controls_missing_since,
+        bill=state.bill,
         state_json=None,
         schema_version=SCHEMA_VERSION,
     )

@@ -85,6 +85,8 @@ def test_o3_status_shows_state_layer_until_last_round_and_why(canary_env: FleetH
         ["report"],
         ["triage"],
         ["gateway", "serve"],
+        ["gateway", "report"],
+        ["served"],
         ["fleet", "serve"],
     ],
 )

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from canary.cli import app
 from flows.canary_round import RoundSummary, canary_round
+from ground.settings import RoutingConfig
 from ground.slugs import model_slug
 from quarantine.adapters.incidents import variable_name
 from quarantine.adapters.store import BLOCK_TYPE_SLUG, aupdate_state
@@ -89,7 +90,9 @@ async def test_the_gateway_keeps_the_canary_layer_when_the_variable_is_bad(
     entries[1]["tag"] = "alpha-yy"
     await Variable.aset(variable_name(model), {"version": 1, "entries": entries}, overwrite=True)
     try:
-        source = CachedIgnoreSource(quarantine_source(), ttl_s=60.0)
+        # a generous fetch bound: this test is about a bad entry, not a slow store
+        limits = RoutingConfig(ignore_ttl_s=60.0, ignore_fetch_timeout_s=10.0)
+        source = CachedIgnoreSource(quarantine_source(), limits)
         router = make_router(fleet.base_url, fleet.key, catalog=_catalog(), ignore_source=source)
         await router.complete(chat_body(), workload="chat")
         ignore = fleet.requests()[-1]["body"]["provider"]["ignore"]

@@ -93,6 +93,28 @@ def test_transport_share_threshold(frozen: int, total: int, share: float, blind:
         assert f"{frozen} of {total} endpoints ended in transport errors" in result.reason
 
 
+def test_a_half_misrouted_round_counts_misrouted_apart_from_transport() -> None:
+    """A blind round's reason counts misrouted endpoints (served by another provider than
+    pinned) apart from transport failures, instead of calling both "transport errors"; an
+    unjudged endpoint (weak probe, model-level finding) is seen, so it does not count."""
+    m = OutcomeStatus.MISROUTED
+    outcomes = {
+        "a/fp8": [_o("a/fp8", m, "misrouted")],
+        "b/fp8": [_o("b/fp8", m, "misrouted")],
+        "c/fp8": [_o("c/fp8", T, "connect_error")],
+        "d/fp8": [_o("d/fp8", P)],
+        "e/fp8": [_o("e/fp8", OutcomeStatus.INCONCLUSIVE, "model_level")],
+        "f/fp8": [_o("f/fp8", P)],
+    }
+    blind = blind_round(*_round(outcomes), transport_share=0.5)
+    assert blind is not None and blind.kind is BlindKind.CANNOT_SEE
+    assert blind.reason.startswith(
+        "3 of 6 endpoints could not be judged: 1 ended in transport errors, 2 were misrouted "
+        "(served by another provider than pinned)"
+    ), blind.reason
+    assert "threshold 50%" in blind.reason and blind.affected == ("a/fp8", "b/fp8", "c/fp8")
+
+
 def test_other_statuses_and_an_empty_round_are_not_blind() -> None:
     """429/5xx on one endpoint is the provider's transport (Q1), and no endpoints is no
     evidence of blindness; a bad share is refused."""

@@ -60,14 +60,19 @@ async def test_model_style_every_host_shares_is_one_finding_no_suspension(
 ) -> None:
     """Every host opens with a quote before the Markdown (which C9 alone calls a stray start):
     two enforce rounds suspend nobody and each reports exactly one model-level finding,
-    in its summary and in the decisions artifact."""
+    in its summary and in the decisions artifact. The start contract is unjudged for every
+    host (C5, Q5: a model-level finding is no evidence of health; clean before issue 23)."""
     model = "test/peer-style"
     load_model(canary_env, model, [endpoint(t, defects=QUOTED) for t in [*HEALTHY, "foxtrot/fp8"]])
     at = _slot("en")
     for n in range(2):
         summary = await _round(model, at + n * HALF_HOUR)
         assert [d["kind"] for d in summary.decisions] == []
-        assert {verdict for _t, _l, verdict, _why in summary.endpoints} == {"clean"}
+        assert {verdict for _t, _l, verdict, _why in summary.endpoints} == {"unjudged"}
+        assert all(
+            "start: model-level finding (most hosts share it)" in lines
+            for lines in summary.unjudged.values()
+        ), summary.unjudged
         assert len(summary.findings) == 1, summary.findings
         assert summary.findings[0].startswith("model-level: start:stray_start on 6 of 6")
         assert not any("peer_outlier" in r for rs in summary.ignored.values() for r in rs)

@@ -376,6 +376,15 @@ async def test_o1_o3_the_graph_holds_the_rounds_steps_and_a_task_run_per_endpoin
     assert len(runs) == 8, sorted(names)
 
 
+async def _strays_done(before: set[asyncio.Task[Any]]) -> None:
+    """Wait until every task this loop started since `before` (the round's own, e.g. a stray
+    lock request, which ends by taking its lock) has ended, instead of sleeping for it."""
+    me = asyncio.current_task()
+    strays = [t for t in asyncio.all_tasks() - before if t is not me and not t.done()]
+    if strays:
+        await asyncio.wait(strays, timeout=60)
+
+
 async def test_o2_a_round_that_lost_its_lock_applies_nothing_and_gives_the_state_lock_back(
     canary_env: FleetHandle,
 ) -> None:
@@ -384,6 +393,7 @@ async def test_o2_a_round_that_lost_its_lock_applies_nothing_and_gives_the_state
     nothing and gives the state-write lock back at once (not after its 60 s lease)."""
     model = "test/lock-lost"
     load_model(canary_env, model, [endpoint("a/fp8"), endpoint("slow/fp8", timing=SLOW)])
+    before = asyncio.all_tasks()
     running = asyncio.create_task(
         canary_round(model=model, mode="enforce", at=T0, return_state=True)
     )
@@ -394,7 +404,7 @@ async def test_o2_a_round_that_lost_its_lock_applies_nothing_and_gives_the_state
     assert await arelease_lease(lease_name(model)) is not None
     state = await running
     assert state.is_failed() and "nothing applied" in (state.message or ""), state
-    await asyncio.sleep(1.0)  # a lock request left running by the failed round would land
+    await _strays_done(before)  # a lock request the round left running would land meanwhile
     assert await active_slots(state_lock_name(model)) == 0  # taken, and given back
     assert (await aload_state(model)).revision == 0
 

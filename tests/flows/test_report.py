@@ -9,6 +9,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from matplotlib.collections import PolyCollection
 from prefect import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
@@ -18,7 +19,7 @@ from canary.cli import app
 from flows.canary_round import RoundSummary, canary_round
 from flows.report import daily_report, report_key
 from ground.settings import load_settings
-from reports.build import build_report, read_ledger, write_report
+from reports.build import build_report, read_ledger, read_rounds, write_report
 from reports.frames import VERDICT_CODES
 from tests.fixtures.canary_env import STRAY, TTFT_THRESHOLD_S, endpoint, load_model
 from tests.fixtures.fleet import FleetHandle
@@ -68,9 +69,11 @@ async def test_o3_q3_report_from_real_rounds_plots_endpoints_counts_and_false_po
     kinds = sorted(zip(decisions["kind"], decisions["tag"], strict=True))
     assert ("would_suspend", "bad/fp8") in kinds and ("would_suspend", "blip/fp8") in kinds
     assert ("reinstated_early", "blip/fp8") in kinds and ("suspended", "bad/fp8") in kinds
+    rounds = read_rounds(settings.resolved_ledger_url, MODEL, t0 - HALF_HOUR)
     report = build_report(
         probes, decisions, model=MODEL, now=times[-1], since=t0 - HALF_HOUR,
         ttft_bar_s=TTFT_THRESHOLD_S, clean_rounds=settings.policy.clean_rounds,
+        rounds=rounds, cron=settings.round_cron,
     )  # fmt: skip
 
     # verdict timeline: every endpoint, 6 rounds, the ledger's count of failed endpoint-rounds
@@ -117,13 +120,28 @@ async def test_o3_q3_report_from_real_rounds_plots_endpoints_counts_and_false_po
     assert verdicts == {"bad/fp8": "confirmed", "blip/fp8": "false positive (probable)"}
     assert report.estimate["estimate"] == 0.5
 
+    # C13: the canary's daily spend, from the ledger's round rows, and today's forecast
+    assert len(rounds) == 6 and rounds["cost_usd"].gt(0).all()
+    assert report.spend["rounds"].sum() == 6
+    assert report.spend["cost_usd"].sum() == pytest.approx(rounds["cost_usd"].sum())
+    ax = report.figures["daily_spend"].axes[0]
+    assert "(6 rounds, $" in ax.get_title()
+    bill = report.bill
+    assert bill["day"] == times[-1].date() and bill["rounds_per_day"] == 48
+    assert bill["forecast_usd"] >= bill["spent_usd"] > 0
+
     # the page: self-contained, every figure embedded, every endpoint named
     paths = write_report(report, tmp_path / "report")
     page = paths["html"].read_text()
-    assert page.count('src="data:image/png;base64,') == 4 and "<script" not in page
+    assert page.count('src="data:image/png;base64,') == 5 and "<script" not in page
     assert "http://" not in page and "https://" not in page  # opens offline
     assert all(tag in page for tag in TAGS) and "<b>50%</b>" in page
-    for name in ("verdict_timeline", "failure_rates", "ttft", "suspensions"):
+    assert "The canary&#x27;s daily spend" in page or "The canary's daily spend" in page
+    assert (
+        f"The canary's bill on {times[-1].date()}: spent <b>$" in page and "forecast <b>$" in page
+    )
+    assert "<b>The refusal contract was unverified</b>" in page  # this model has no control
+    for name in ("verdict_timeline", "failure_rates", "ttft", "suspensions", "daily_spend"):
         assert paths[name].read_bytes().startswith(b"\x89PNG")
 
     # the daily report flow publishes a summary artifact pointing at the page
@@ -145,6 +163,7 @@ async def test_o3_q3_report_from_real_rounds_plots_endpoints_counts_and_false_po
     assert out.exit_code == 0, out.output
     summary = json.loads(out.output)
     assert summary["rounds"] == 6 and summary["endpoints"] == 5
+    assert summary["spent_usd"] > 0 and summary["bill"]["forecast_usd"] is not None
     assert Path(summary["files"]["html"]).exists()
     out = runner.invoke(
         app, ["history", "--model", MODEL, "--provider", "bad/fp8", "--since", "1d"]

@@ -92,7 +92,12 @@ async def test_o3_round_artifacts_status_block_and_graph_show_the_evidence(
     suspended = latest.split("## Suspended")[1].split("## Shadow")[0]
     assert "`bad/fp8` until 2026-11-05 00:30Z, rung 1: start:stray_start" in suspended
     assert f"{REPLIES} of {REPLIES} replies anomalous" in suspended
-    assert "| `a/fp8` | clean | 0 / 2 | 0 |" in latest
+    assert "| `a/fp8` | clean | clean | 0 / 2 | 0 |" in latest  # last round, why (C5)
+    # the refusal contract's standing and the day's bill (C5, C13)
+    assert "## Evidence and bill" in latest
+    assert "refusal contract: unverified: no positive control for this model" in latest
+    assert "- Spent on 2026-11-04: **$" in latest and "(2 rounds, " in latest
+    assert "- Forecast for the day: **$" in latest and "at 48 rounds a day" in latest
 
     # the round's artifacts
     mine = await _artifacts(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id]))
@@ -113,6 +118,14 @@ async def test_o3_round_artifacts_status_block_and_graph_show_the_evidence(
     assert "| suspended | `bad/fp8` | 2026-11-05 00:30Z | 1 |" in decisions
     assert f"{REPLIES} of {REPLIES} replies anomalous" in decisions and "began with `" in decisions
     assert "## Positive controls" not in decisions  # this model has no control
+    # what each endpoint was judged on (C5) and the round's bill (C13)
+    judged = decisions.split("## What each endpoint was judged on")[1].split("## The round")[0]
+    assert "Refusal probe: **unverified**" in judged
+    assert "| `bad/fp8` | failed | " in judged and "**start failed**" in judged
+    assert "| `a/fp8` | clean | " in judged and "| refusal | " in judged  # unverified column
+    bill = decisions.split("## The round's bill")[1]
+    assert "Budget: **full** (6 start samples): no daily budget set." in bill
+    assert "| `bad/fp8` | 9 | " in bill and "| **total** | 36 | " in bill
     transcripts = by_key[f"canary-transcripts-{slug}"].data
     assert "## `bad/fp8`" in transcripts and "a/fp8" not in transcripts
     assert transcripts.count("#### ") == REPLIES  # the text requests behind the start failure

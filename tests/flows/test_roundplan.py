@@ -104,10 +104,10 @@ def test_probes_start_slowest_first_unknown_latency_first_ties_in_plan_order() -
     and equal latencies in plan order; the plan itself keeps its tag order."""
 
     def ep(tag: str, latency: float | None) -> Endpoint:
-        return _ep(tag).model_copy(update={"latency_p50_s": latency})
+        return _ep(tag).model_copy(update={"latency_p50_ms": latency})
 
-    targets = [ep("a/fp8", 0.2), ep("b/fp8", 1.5), ep("c/fp8", None), ep("d/fp8", 0.2),
-               ep("e/fp8", 0.9)]  # fmt: skip
+    targets = [ep("a/fp8", 200), ep("b/fp8", 1500), ep("c/fp8", None), ep("d/fp8", 200),
+               ep("e/fp8", 900)]  # fmt: skip
     assert [e.tag for e in launch_order(targets)] == ["c/fp8", "b/fp8", "e/fp8", "a/fp8", "d/fp8"]
     plan = plan_round("m/x", T0, targets[::-1], locales=DEFAULT_LOCALES)
     assert [e.tag for e in plan.targets] == ["a/fp8", "b/fp8", "c/fp8", "d/fp8", "e/fp8"]

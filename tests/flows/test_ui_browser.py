@@ -3,7 +3,9 @@
 the real `canary` command against the fleet, then headless Chromium (Debian's package)
 renders the block page, the status artifact, the round's artifacts, the failing verdict
 task run and the report, and the suspended endpoint, its reason and its evidence numbers
-must be in each rendered page.
+must be in each rendered page; so must what each endpoint was judged on and the bill
+(the status artifact's why column and spend, the decisions artifact's sections, the
+report's daily spend).
 
 Marked `browser`; skipped when /usr/bin/chromium is missing. `make ui-check` runs it alone
 and keeps the screenshots in $UI_CHECK_DIR (default /tmp/ui-check)."""
@@ -150,10 +152,16 @@ def test_o3_browser_shows_suspended_endpoint_reason_and_evidence(
         return dict(found[0])
 
     status = latest(status_key(MODEL))
+    # C5/C13: the why column, the refusal contract's standing, the day's spend and forecast
     rendered(f"{ui}/artifacts/artifact/{status['id']}",
-             [BAD, "rung 1: start:stray_start", EVIDENCE], shots / "2-status.png")  # fmt: skip
+             [BAD, "rung 1: start:stray_start", EVIDENCE, "why", "Evidence and bill",
+              "refusal contract: unverified", "Spent on", "Forecast for the day"],
+             shots / "2-status.png")  # fmt: skip
     decisions = latest(f"canary-decisions-{slug}")
-    rendered(f"{ui}/artifacts/artifact/{decisions['id']}", [BAD, "suspended", EVIDENCE, "began with"],
+    # C5: what each endpoint was judged on; C13: the round's bill
+    rendered(f"{ui}/artifacts/artifact/{decisions['id']}",
+             [BAD, "suspended", EVIDENCE, "began with", "What each endpoint was judged on",
+              "Refusal probe: ", "not judged (why)", "The round's bill", "total"],
              shots / "3-decisions.png")  # fmt: skip
     table = latest(f"canary-round-{slug}")
     rendered(f"{ui}/artifacts/artifact/{table['id']}", [BAD, f"{REPLIES}/{REPLIES} anomalous starts"],
@@ -178,6 +186,7 @@ def test_o3_browser_shows_suspended_endpoint_reason_and_evidence(
               "--window-size=1400,1000", budget_ms=40_000)  # fmt: skip
 
     page = (report_dir / "report.html").as_uri()
-    dom = rendered(page, [BAD, "Verdict per round and endpoint", "data:image/png;base64,"],
+    dom = rendered(page, [BAD, "Verdict per round and endpoint", "data:image/png;base64,",
+                          "The canary's daily spend", "The canary's bill on", "forecast"],
                    shots / "7-report.png")  # fmt: skip
-    assert dom.count("<img") == 4
+    assert dom.count("<img") == 5  # the daily spend plot (C13) is the fifth

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from ground.settings import (
     Allowances,
     BreakerConfig,
+    BudgetConfig,
     GatewayConfig,
     PolicyConfig,
     ProbeConfig,
@@ -31,6 +32,7 @@ CONFIGS: dict[str, type[BaseModel]] = {
     "breaker": BreakerConfig,
     "allowances": Allowances,
     "gateway": GatewayConfig,
+    "budget": BudgetConfig,
 }
 # the fleet is a world of its own: its knobs are its scenario's, not the canary's
 APART = {"fleet"}

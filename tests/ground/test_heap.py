@@ -29,7 +29,7 @@ def test_the_loaded_modules_are_frozen_once_and_new_garbage_is_still_collected()
     import json
 
     out = subprocess.run(
-        [sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])

@@ -200,7 +200,7 @@ def _listing(**row: Any) -> dict[str, Any]:
     base = {"name": "X | m", "provider_name": "X", "tag": "x/fp8", "quantization": "fp8", "status": -2,
             "context_length": 1000, "pricing": {"prompt": "0.0000002", "completion": "0.0000004"},
             "supported_parameters": ["max_tokens", "response_format"], "uptime_last_30m": None,
-            "latency_last_30m": {"p50": 0.25}}  # fmt: skip
+            "latency_last_30m": {"p50": 250}}  # fmt: skip
     base.update(row)
     return {"data": {"id": "a/m", "endpoints": [base]}}
 
@@ -211,7 +211,7 @@ def test_c1_parse_endpoints_keeps_negative_status() -> None:
     assert (e.tag, e.provider_name, e.status, e.usable) == ("x/fp8", "X", -2, False)
     assert (
         e.pricing.prompt == pytest.approx(2e-7)
-        and e.latency_p50_s == 0.25
+        and e.latency_p50_ms == 250
         and e.supports_structured_output
     )
 

@@ -257,4 +257,4 @@ def test_o3_status_view_and_artifact_list_every_standing_with_layer_reason_and_e
     assert "`bad/fp8` until 2026-11-04 00:00Z, rung 1: start:stray_start" in suspended
     assert "3 of 4 replies anomalous" in suspended
     assert "`inc/fp8` (incident)" in md.split("## Excluded")[1]
-    assert "| `ok/fp8` | - | 0 / 3 | 0 |" in md
+    assert "| `ok/fp8` | - | - | 0 / 3 | 0 |" in md

@@ -211,7 +211,8 @@ def _transcript(contract: Contract, status: int) -> Transcript:
 @pytest.mark.parametrize("statuses", [[400] * 5, [400, 403, 422, 400, 413]])
 def test_q1_an_endpoint_answering_every_probe_with_a_4xx_is_frozen(statuses: list[int]) -> None:
     """Every probe answered 400/403/422: the judges alone would say inconclusive (a clean
-    round); the set is frozen instead (Q1, Q5)."""
+    round before issue 23, unjudged since: no evidence of health either); the set is frozen
+    instead (Q1, Q5)."""
     contracts = [Contract.LANGUAGE, Contract.REFUSAL, Contract.START, Contract.START, Contract.STRUCTURED]  # fmt: skip
     ts = [_transcript(c, s) for c, s in zip(contracts, statuses, strict=True)]
     outcomes = {
@@ -224,7 +225,7 @@ def test_q1_an_endpoint_answering_every_probe_with_a_4xx_is_frozen(statuses: lis
         ),
     }
     result = ProbeSetResult(tag="hostile/fp8", locale="en", transcripts=ts, outcomes=outcomes)
-    assert round_verdict("hostile/fp8", list(result.outcomes.values())).verdict is RoundVerdict.CLEAN  # fmt: skip
+    assert round_verdict("hostile/fp8", list(result.outcomes.values())).verdict is RoundVerdict.UNJUDGED  # fmt: skip
     frozen = refused_everything(result)
     assert round_verdict("hostile/fp8", list(frozen.outcomes.values())).verdict is RoundVerdict.FROZEN  # fmt: skip
     assert {o.reason for o in frozen.outcomes.values()} == {"http_4xx_only"}

@@ -340,7 +340,6 @@ def test_c7_deterministic_across_processes() -> None:
         input=json.dumps(pairs),
         capture_output=True,
         text=True,
-        cwd=ROOT,
         timeout=120,
         check=True,
     )

@@ -274,7 +274,7 @@ async def test_c8_c9_flow_tasks_pass_probe_settings(
     async with _client(fleet) as client:
         ep = (await _endpoints(client))["startcorrupt/fp8"]
     result = await probe_endpoint.fn(ep, "en")
-    confirmations = await confirm_language_task.fn(ep, "en")
+    confirmations = (await confirm_language_task.fn(ep, "en")).outcomes
     sent = fleet.requests()
     assert _status(result, Contract.START) == (S.INCONCLUSIVE, "too_few_replies")
     assert len(confirmations) == 2

@@ -58,6 +58,8 @@ def test_c12_a_burst_of_chunks_is_buffered_only_when_the_client_was_listening() 
     assert buffered(reply(3.0, 3.001, idle_read_s=2.8), CONFIG)
     assert not buffered(reply(3.0, 3.001, idle_read_s=0.01), CONFIG)
     assert not buffered(reply(3.0, 3.001), CONFIG)
+    # a busy host: its headers came late too (the request queued), the silence after is short
+    assert not buffered(reply(3.0, 3.001, chunks=1, headers_s=2.9, idle_read_s=2.9), CONFIG)
 
 
 def test_c12_output_speed_after_the_first_token() -> None:
@@ -138,12 +140,13 @@ def test_c10_bad_calls_fail_only_as_an_outlier() -> None:
 
 def test_c10_trigger_rates_are_judged_by_the_peers_only() -> None:
     """C10: a host that never calls on the auto prompt fails when its peers all call; with
-    two peers (underpowered) it does not fail: the absolute rule never decides a trigger rate."""
+    one peer (underpowered) it passes: the absolute rule never decides a trigger rate, and a
+    rate the peers cannot judge is no evidence against the host."""
     many = _round({"odd": [_check("odd", "trigger_missed", 3, 3, peer_only=True)], **{f"h{i}": [_check(f"h{i}", "trigger_missed", 0, 3, peer_only=True)] for i in range(14)}})  # fmt: skip
     [odd] = many["odd"]
     assert (odd.status, odd.reason, odd.evidence["peer"]["decision"]) == (S.FAIL, "trigger_missed", "outlier")  # fmt: skip
     few = _round({"odd": [_check("odd", "trigger_missed", 3, 3, peer_only=True)], "h0": [_check("h0", "trigger_missed", 0, 3, peer_only=True)]})  # fmt: skip
-    assert few["odd"][0].status is S.INCONCLUSIVE
+    assert (few["odd"][0].status, few["odd"][0].reason) == (S.PASS, "underpowered")
     assert all(o.status is S.PASS for i in range(14) for o in many[f"h{i}"])
 
 

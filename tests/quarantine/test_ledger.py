@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-from sqlalchemy import inspect
+from sqlalchemy import create_engine, inspect
 
 from ground.settings import PolicyConfig, load_settings
+from probes.cost import EndpointBill, RoundBill
 from probes.types import Contract, Outcome, OutcomeStatus
-from quarantine.adapters.ledger import Ledger
+from quarantine.adapters.ledger import LEDGER_METADATA, DecisionRow, Ledger, ProbeRow
+from quarantine.models import RoundReport
 from quarantine.policy import step
 from quarantine.verdicts import round_verdict
 from tests.fixtures.quarantine_support import DAY, HALF_HOUR, MODEL, T0, F, report, run
@@ -77,12 +79,65 @@ def test_q8_frames_filter_by_since(tmp_path: Path) -> None:
 def test_ledger_default_url_lives_under_canary_home_and_keeps_its_own_tables(
     tmp_path: Path,
 ) -> None:
-    """The default ledger is SQLite under CANARY_HOME; only our two tables are created."""
+    """The default ledger is SQLite under CANARY_HOME; only our tables are created (the
+    bill's two since issue 23)."""
     settings = load_settings(home=tmp_path / "home")
     ledger = Ledger(settings.resolved_ledger_url)
     assert (tmp_path / "home" / "ledger.db").exists()
     assert set(inspect(ledger.engine).get_table_names()) == {
         "quarantine_decisions",
         "quarantine_probes",
+        "quarantine_rounds",
+        "quarantine_costs",
     }
+    ledger.close()
+
+
+def _billed(round_id: str) -> RoundReport:
+    bill = RoundBill(
+        endpoints={
+            "a": EndpointBill(tag="a", requests=9, prompt_tokens=900, completion_tokens=1200,
+                              usd=0.01, estimated_usd=0.002, estimated_requests=1),
+        }
+    )  # fmt: skip
+    base = report(round_id, T0, {"a": round_verdict("a", outcomes_for("a"))})
+    return base.model_copy(update={"bill": bill, "refusal_probe": "unverified"})
+
+
+def test_c13_a_rounds_bill_lands_in_its_own_tables(tmp_path: Path) -> None:
+    """C13: one row per round (requests, tokens, cost, the refusal probe's standing) and one
+    per endpoint; re-recording a round replaces them."""
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    ledger.record(_billed("r1"))
+    ledger.record(_billed("r1"))
+    rounds, costs = ledger.rounds_frame(MODEL), ledger.costs_frame(MODEL)
+    assert len(rounds) == 1 and len(costs) == 1
+    row = rounds.iloc[0]
+    assert (row["requests"], row["cost_usd"], row["estimated_usd"]) == (9, 0.01, 0.002)
+    assert row["refusal_probe"] == "unverified" and row["prompt_tokens"] == 900
+    assert costs.iloc[0]["tag"] == "a" and costs.iloc[0]["estimated_requests"] == 1
+    ledger.close()
+
+
+def test_c13_a_ledger_of_an_earlier_version_keeps_working(tmp_path: Path) -> None:
+    """C13: a ledger.db written before the bill existed (only the decisions and probes
+    tables) opens, keeps its rows, gains the bill's tables, and records a billed round."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    old = create_engine(url)
+    LEDGER_METADATA.create_all(old, tables=[DecisionRow.__table__, ProbeRow.__table__])  # type: ignore[list-item]
+    with old.begin() as conn:
+        conn.execute(
+            ProbeRow.__table__.insert().values(  # type: ignore[attr-defined]
+                round_id="r0", model=MODEL, tag="a", at=T0, verdict="clean", reasons=[],
+                outcomes=[],
+            )
+        )  # fmt: skip
+    old.dispose()
+    ledger = Ledger(url)
+    assert {"quarantine_rounds", "quarantine_costs"} <= set(
+        inspect(ledger.engine).get_table_names()
+    )
+    ledger.record(_billed("r1"))
+    assert list(ledger.probes_frame(MODEL)["round_id"]) == ["r0", "r1"]
+    assert len(ledger.rounds_frame(MODEL)) == 1
     ledger.close()

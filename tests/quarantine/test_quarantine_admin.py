@@ -38,20 +38,31 @@ async def seeded(mode: Mode = Mode.ENFORCE) -> str:
 
 
 def last(round_id: str, verdict: RoundVerdict, reasons: list[str]) -> dict:
+    why = f"failed: {', '.join(reasons)}" if verdict is F else verdict.value
     return {
         "round_id": round_id,
         "at": (T0 + HALF_HOUR).isoformat(),
         "verdict": verdict.value,
         "reasons": reasons,
+        "unjudged": [],
+        "why": why,
     }
 
 
 async def test_q8_status_json_has_the_documented_shape() -> None:
     """Q8/O4: status lists each endpoint's state, end, streaks, rung, the layer and reason
-    keeping it out of traffic and its last round, plus the ignore tags."""
+    keeping it out of traffic, its last round (with what it could not judge and why, C5) and
+    the contracts it is held to, plus the ignore tags; the refusal contract's standing and
+    the day's bill (C13) follow."""
     model = await seeded()
     status = await admin.astatus(model, T0 + HOUR)
-    assert status.to_json() == {
+    data = status.to_json()
+    refusal, bill = data.pop("refusal"), data.pop("bill")
+    assert refusal == {"line": "refusal contract: not probed yet", "probe": None,
+                       "controls_missing_since": None}  # fmt: skip
+    assert bill["day"] == str(T0.date()) and bill["spent_usd"] == 0.0
+    assert bill["rounds_per_day"] == 48 and bill["forecast_usd"] == 0.0
+    assert data == {
         "model": model,
         "mode": "enforce",
         "providers": {
@@ -64,6 +75,7 @@ async def test_q8_status_json_has_the_documented_shape() -> None:
                 "layer": "canary",
                 "reason": "start:stray_prefix",
                 "last_round": last("r1", F, ["start:stray_prefix"]),
+                "held_to": [],
             },
             "b": {
                 "state": "active",
@@ -74,6 +86,7 @@ async def test_q8_status_json_has_the_documented_shape() -> None:
                 "layer": None,
                 "reason": "",
                 "last_round": last("r1", C, []),
+                "held_to": [],
             },
             "c": {
                 "state": "active",
@@ -84,6 +97,7 @@ async def test_q8_status_json_has_the_documented_shape() -> None:
                 "layer": None,
                 "reason": "",
                 "last_round": last("r1", F, ["start:stray_prefix"]),
+                "held_to": [],
             },
         },
         "ignore": ["a"],

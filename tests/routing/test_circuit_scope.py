@@ -11,6 +11,7 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
+from ground.settings import GatewayConfig
 from routing.attribution import attribute, client_shaping
 from routing.breaker import BreakerBoard, BreakerConfig, CircuitStatus
 from routing.classify import Classification
@@ -69,7 +70,7 @@ async def test_r9_a_client_cannot_open_a_circuit_for_another_workload(fleet: Fle
     router = make_router(
         fleet.base_url, fleet.key, breakers=board, catalog=routing_catalog(classify={"hedge_after_ms": None})
     )  # fmt: skip
-    async with ServedApp(create_app(router, keys=[KEY])) as s, httpx.AsyncClient(base_url=s.url) as http:  # fmt: skip
+    async with ServedApp(create_app(router, GatewayConfig(keys=[KEY]))) as s, httpx.AsyncClient(base_url=s.url) as http:  # fmt: skip
         for _ in range(5):
             r = await http.post(
                 "/v1/chat/completions",

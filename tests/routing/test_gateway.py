@@ -11,8 +11,10 @@ import httpx
 import openai
 import pytest
 
-from routing.events import EventLog, sha256_text
+from ground.settings import GatewayConfig
+from routing.events import EventLog
 from routing.gateway import create_app
+from routing.records import sha256_text
 from routing.report import router_report
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
@@ -30,7 +32,7 @@ KEY = "gw-test-key"
 def _app(fleet: FleetHandle, ledger_url: str | None = None, **kw: object):  # type: ignore[no-untyped-def]
     events = EventLog(ledger_url) if ledger_url else None
     router = make_router(fleet.base_url, fleet.key, events=events, **kw)  # type: ignore[arg-type]
-    return create_app(router, keys=[KEY], flush_every_s=0.05), router
+    return create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05)), router
 
 
 async def test_r7_openai_client_non_stream_and_stream(fleet: FleetHandle) -> None:
@@ -40,7 +42,7 @@ async def test_r7_openai_client_non_stream_and_stream(fleet: FleetHandle) -> Non
     async with ServedApp(app) as s:
         client = openai.AsyncOpenAI(base_url=f"{s.url}/v1", api_key=KEY, max_retries=0)
         raw = await client.chat.completions.with_raw_response.create(
-            model="anything",
+            model="chat",
             messages=[{"role": "user", "content": "Continue the scene, please."}],
             extra_headers={"Idempotency-Key": "op-client-1"},
         )
@@ -48,7 +50,7 @@ async def test_r7_openai_client_non_stream_and_stream(fleet: FleetHandle) -> Non
         assert raw.headers["x-operation-id"] == "op-client-1" and raw.headers["x-route"] == "alpha"
         assert reply.choices[0].message.content and reply.model == "acme/alpha"
         stream = await client.chat.completions.create(
-            model="anything", messages=[{"role": "user", "content": "Go on."}], stream=True
+            model="chat", messages=[{"role": "user", "content": "Go on."}], stream=True
         )
         pieces = [c.choices[0].delta.content or "" async for c in stream if c.choices]
         assert pieces and "".join(pieces).strip()  # piece by piece: test_gateway_stream
@@ -123,7 +125,7 @@ async def test_r2_errors_in_openai_shape_with_failure_class_and_operation_id(
         client = openai.AsyncOpenAI(base_url=f"{s.url}/v1", api_key=KEY, max_retries=0)
         with pytest.raises(openai.APIStatusError) as err:
             await client.chat.completions.create(
-                model="x",
+                model="chat",
                 messages=[{"role": "user", "content": "hi"}],
                 extra_headers={"X-Operation-Id": "op-fail-7"},
             )
@@ -252,3 +254,40 @@ def test_gateway_serve_refuses_without_keys_or_with_a_bad_contract_dir(
         app, ["gateway", "serve", "--port", "0", "--contracts", str(bad), "--no-quarantine"]
     )
     assert result.exit_code == 2 and "chat.yaml: version: Field required" in result.output
+
+
+async def test_r1_openai_sdk_lists_the_workloads_and_selects_one_by_model(
+    fleet: FleetHandle,
+) -> None:
+    """An off-the-shelf OpenAI client, no custom header: `models.list()` shows the workloads
+    (OpenAI's list shape) and `model="classify"` is served by the classify contract (its
+    schema-valid label); the X-Workload header still wins over `model`; a name that is no
+    workload is a 400 naming the known ones, with the request id (R1)."""
+    fleet.load(routing_scenario())
+    app, _ = _app(fleet, catalog=routing_catalog(classify={"hedge_after_ms": None}))
+    async with ServedApp(app) as s:
+        client = openai.AsyncOpenAI(base_url=f"{s.url}/v1", api_key=KEY, max_retries=0)
+        listed = await client.models.list()
+        assert [m.id for m in listed.data] == [
+            "chat",
+            "classify",
+            "invoice_extraction",
+            "tool_agent",
+        ]
+        assert all(m.object == "model" and m.owned_by == "provider-canary" for m in listed.data)
+        msg = [{"role": "user", "content": "My card was charged twice, please help."}]
+        raw = await client.chat.completions.with_raw_response.create(model="classify", messages=msg)
+        label = json.loads(raw.parse().choices[0].message.content or "{}")["label"]
+        assert label in {"billing", "technical", "account", "other"}
+        assert raw.headers["x-request-id"].startswith("req-")
+        headed = await client.chat.completions.create(
+            model="classify", messages=msg, extra_headers={"X-Workload": "chat"}
+        )
+        assert not headed.choices[0].message.content.lstrip().startswith("{")  # type: ignore[union-attr]
+        with pytest.raises(openai.BadRequestError) as err:
+            await client.chat.completions.create(model="gpt-4o", messages=msg)
+        await client.close()
+    error = err.value.response.json()["error"]
+    assert error["reason"] == "unknown_workload" and "'invoice_extraction'" in error["message"]
+    assert error["request_id"] == err.value.response.headers["x-request-id"]
+    assert [r["body"].get("response_format") is not None for r in fleet.requests()] == [True, False]

@@ -23,9 +23,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ground.settings import load_settings
-from routing.exclusions import static_source
-from routing.gateway import build_router, create_app
+from ground.settings import GatewayConfig, load_settings
+from routing.compose import build_router
+from routing.exclusions import CachedIgnoreSource, static_source
+from routing.gateway import create_app
+from routing.moves import LoopBudget
 from routing.serving import gateway_config
 from tests.fixtures.hostile import (
     Hostile,
@@ -82,7 +84,7 @@ def gateway_process(hostile: Hostile, tmp_path: Path) -> Iterator[tuple[str, int
         proc = subprocess.Popen(
             [sys.executable, "-m", "canary.cli", "gateway", "serve", "--port", "0",
              "--no-quarantine", "--no-events"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -147,10 +149,27 @@ def test_r12_caps_are_settings_wired_by_build_router() -> None:
     assert (up.max_line_bytes, up.max_reply_bytes, up.max_error_bytes) == (5_000, 50_000, 2_000)
 
 
+def test_r3_r5_the_router_takes_the_routing_settings_whole() -> None:
+    """build_router hands settings.routing and settings.allowances to the router as they are:
+    a same-route retry count of 0, a connect bound and an ignore-list cache set in the
+    settings are the ones the router runs with (R3-R5)."""
+    settings = load_settings(
+        routing={"same_route_retries": 0, "connect_timeout_s": 1.5, "ignore_ttl_s": 7.0},
+        allowances={"connect_s": 0.3},
+    )
+    router = build_router(settings, ignore_source=static_source(), events=False)
+    assert router.config == settings.routing and router.allowances == settings.allowances
+    assert LoopBudget.start(router.config).same_route_left == 0
+    source = router.ignore_source
+    assert isinstance(source, CachedIgnoreSource) and source.ttl_s == 7.0
+    assert source.fetch_timeout_s == settings.routing.ignore_fetch_timeout_s
+
+
 async def _served(hostile: Hostile) -> ServedApp:
     router = make_router(hostile.base_url, "sk-unused")
-    app = create_app(router, keys=[GW], body_timeout_s=0.5)
-    config = gateway_config(app, host="127.0.0.1", port=0, keep_alive_s=1, header_timeout_s=0.5)
+    bounds = GatewayConfig(keys=[GW], body_timeout_s=0.5, keep_alive_s=1, header_timeout_s=0.5)
+    app = create_app(router, bounds)
+    config = gateway_config(app, bounds, host="127.0.0.1", port=0)
     return ServedApp(app, config)
 
 

@@ -4,7 +4,7 @@ start-check release (SPEC R9, R10, R11), over real HTTP: httpx -> gateway -> fle
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import inspect
 import json
 import sqlite3
 import time
@@ -12,10 +12,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pytest
+from starlette.requests import ClientDisconnect
 
+from ground.settings import GatewayConfig
+from routing.accounting import RequestState
 from routing.breaker import BreakerBoard, BreakerConfig, CircuitStatus
 from routing.events import EventLog
 from routing.gateway import RelayResponse, create_app, relay
+from routing.router import Router, RouterResult
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
     ServedApp,
@@ -47,10 +52,9 @@ async def test_r10_r11_streamed_cost_and_tokens_are_the_final_usage(
     """The ledger's attempt and request of a streamed chat carry the whole reply's tokens and cost, as the client's usage chunk says (R10, R11)."""
     fleet.load(routing_scenario())
     router = make_router(fleet.base_url, fleet.key, events=EventLog(ledger_url))
-    async with ServedApp(create_app(router, keys=[KEY], flush_every_s=0.05)) as s:
+    async with ServedApp(create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05))) as s:
         chunks = await _stream(s.url, chat_body(LONG, stream=True))
     usage = [c["usage"] for c in chunks if c.get("usage")][-1]
-    assert isinstance(usage, dict)
     await router.events.aflush()  # type: ignore[union-attr]
     with sqlite3.connect(ledger_url.removeprefix("sqlite:///")) as db:
         attempts = db.execute(
@@ -77,7 +81,7 @@ async def test_r7_a_paced_stream_reaches_the_client_piece_by_piece_as_it_arrives
     router = make_router(fleet.base_url, fleet.key)
     arrivals: list[tuple[float, str]] = []
     async with (
-        ServedApp(create_app(router, keys=[KEY])) as s,
+        ServedApp(create_app(router, GatewayConfig(keys=[KEY]))) as s,
         httpx.AsyncClient(base_url=s.url, timeout=30) as http,
         http.stream(
             "POST", "/v1/chat/completions", json=chat_body(LONG, stream=True),
@@ -111,7 +115,7 @@ async def test_r9_stream_failing_after_release_counts_against_the_route(
         breakers=board,
         catalog=routing_catalog(chat={"route_groups": ["text"]}),
     )
-    async with ServedApp(create_app(router, keys=[KEY])) as s:
+    async with ServedApp(create_app(router, GatewayConfig(keys=[KEY]))) as s:
         chunks = await _stream(s.url, chat_body(LONG, stream=True))
         assert _finish(chunks) == "error"
         assert board.status("alpha", time.monotonic()) is CircuitStatus.OPEN
@@ -129,7 +133,7 @@ async def test_r7_released_stream_passes_the_contract_checks_at_its_end(
         chat={"constraints": {"complete_output_required": False, "min_output_chars": 100_000}}
     )
     router = make_router(fleet.base_url, fleet.key, catalog=catalog, events=EventLog(ledger_url))
-    async with ServedApp(create_app(router, keys=[KEY], flush_every_s=0.05)) as s:
+    async with ServedApp(create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05))) as s:
         chunks = await _stream(s.url, chat_body(LONG, stream=True))
     assert _finish(chunks) == "error"
     assert chunks[-1]["error"]["metadata"]["error_type"] == "invalid_response"
@@ -152,7 +156,7 @@ async def test_r2_oversized_body_gets_413_in_the_openai_error_shape(fleet: Fleet
     """A body over max_body_bytes is refused with 413 in OpenAI's error shape, before any upstream call (R2)."""
     fleet.load(routing_scenario())
     router = make_router(fleet.base_url, fleet.key)
-    app = create_app(router, keys=[KEY], max_body_bytes=10_000)
+    app = create_app(router, GatewayConfig(keys=[KEY], max_body_bytes=10_000))
     async with ServedApp(app) as s, httpx.AsyncClient(base_url=s.url) as http:
         big = chat_body("x" * 20_000)
         resp = await http.post(
@@ -174,10 +178,86 @@ async def test_r2_oversized_body_gets_413_in_the_openai_error_shape(fleet: Fleet
     assert len(fleet.requests()) == 1
 
 
-async def test_r9_client_gone_before_the_first_byte_still_finishes_the_stream(
-    fleet: FleetHandle,
+def _ledger(ledger_url: str, query: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(ledger_url.removeprefix("sqlite:///")) as db:
+        return db.execute(query).fetchall()
+
+
+def _frames(sent: list[bytes]) -> list[dict[str, Any]]:
+    text = b"".join(sent).decode()
+    return [json.loads(x[6:]) for x in text.split("\n\n") if x.startswith("data: {")]
+
+
+async def _released(router: Router) -> tuple[RouterResult, RequestState]:
+    """A streaming chat admitted and routed: its start checked, the rest not yet read."""
+    req = router.admit(chat_body(LONG, stream=True), "chat", None, stream=True)
+    result = await router.run(req)
+    assert result.rest is not None  # released: the relay owns the rest
+    return result, req
+
+
+async def _respond(response: RelayResponse, send_ok: int) -> list[bytes]:
+    """Serve `response` to a client that takes `send_ok` ASGI messages, then is gone (its
+    next send fails); the bodies it received."""
+    bodies: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        await (
+            asyncio.Event().wait()
+        )  # the client never sends: spec 2.4 learns of a disconnect by send
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if len(bodies) + 1 > send_ok:  # the response start counts as one
+            raise OSError("client gone")
+        bodies.append(message.get("body", b""))
+
+    with pytest.raises(ClientDisconnect):
+        await response({"type": "http", "asgi": {"spec_version": "2.4"}}, receive, send)
+    return bodies[1:]
+
+
+async def test_r7_the_relay_sends_the_checked_head_then_the_rest_and_judges_the_end(
+    fleet: FleetHandle, ledger_url: str
 ) -> None:
-    """A released stream whose client vanished before the relay ever ran still closes the upstream and gives back alpha's half-open probe slot (R9)."""
+    """Driven to its end, the relay sends the checked head first, then every other piece
+    of the reply, the finish reason and [DONE]; the whole reply passed acceptance and is
+    recorded once as accepted (R7, R10)."""
+    fleet.load(routing_scenario())
+    router = make_router(fleet.base_url, fleet.key, events=EventLog(ledger_url))
+    result, req = await _released(router)
+    sent = [frame async for frame in relay(result, router, req)]
+    frames = _frames(sent)
+    assert frames[0]["choices"][0]["delta"] == {"role": "assistant", "content": result.head}
+    text = "".join(f["choices"][0]["delta"].get("content", "") for f in frames if f["choices"])
+    assert text == result.completion.content and len(text) > len(result.head)
+    assert _finish(frames) == "stop" and sent[-1] == b"data: [DONE]\n\n"
+    await router.events.aflush()  # type: ignore[union-attr]
+    assert _ledger(ledger_url, "select outcome from routing_requests") == [("accepted",)]
+    assert _ledger(ledger_url, "select validation from routing_attempts") == [("accepted",)]
+
+
+async def test_r9_client_gone_mid_stream_records_a_cancelled_request_once(
+    fleet: FleetHandle, ledger_url: str
+) -> None:
+    """A client that took the head and went away: the relay ran (the head reached it), the
+    upstream call is closed and the request is recorded once, as cancelled, with no verdict
+    on the route (R9, R10)."""
+    fleet.load(routing_scenario())
+    router = make_router(fleet.base_url, fleet.key, events=EventLog(ledger_url))
+    result, req = await _released(router)
+    bodies = await _respond(RelayResponse(result, relay(result, router, req)), send_ok=2)
+    assert _frames(bodies)[0]["choices"][0]["delta"]["content"] == result.head
+    await router.events.aflush()  # type: ignore[union-attr]
+    assert _ledger(ledger_url, "select outcome from routing_requests") == [("cancelled",)]
+    assert _ledger(ledger_url, "select cancelled from routing_attempts") == [(1,)]
+    assert router.health.at(time.monotonic()) == {}  # a client's going is no verdict on alpha
+
+
+async def test_r9_client_gone_before_the_first_byte_still_finishes_the_stream(
+    fleet: FleetHandle, ledger_url: str
+) -> None:
+    """A released stream whose client vanished before the relay ever ran still closes the upstream, records the request as cancelled and gives back alpha's half-open probe slot (R9)."""
     fleet.load(
         routing_scenario(faults={"alpha-a": [{"kind": "http_error", "status": 502, "first_n": 1}]})
     )
@@ -187,20 +267,16 @@ async def test_r9_client_gone_before_the_first_byte_still_finishes_the_stream(
         fleet.key,
         breakers=board,
         catalog=routing_catalog(chat={"route_groups": ["text"]}),
+        events=EventLog(ledger_url),
     )
     assert (await router.complete(chat_body(), workload="chat")).route.id == "beta"
     await asyncio.sleep(0.25)
-    result = await router.stream(chat_body(LONG, stream=True), workload="chat")
+    result, req = await _released(router)
     assert result.route.id == "alpha" and not board.admit("alpha", time.monotonic())
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        raise OSError("client gone")
-
-    response = RelayResponse(result, relay(result, router, time.monotonic() + 30))
-    with contextlib.suppress(Exception):
-        await response({"type": "http", "asgi": {"spec_version": "2.4"}}, receive, send)
+    stream = relay(result, router, req)
+    assert await _respond(RelayResponse(result, stream), send_ok=0) == []
+    assert inspect.getasyncgenstate(stream) == inspect.AGEN_CREATED  # the relay never ran
     assert board.admit("alpha", time.monotonic())  # the probe slot came back
-    assert router.metrics.snapshot()["requests"] == 2
+    await router.events.aflush()  # type: ignore[union-attr]
+    outcomes = _ledger(ledger_url, "select outcome from routing_requests order by id")
+    assert outcomes == [("accepted",), ("cancelled",)]

@@ -19,12 +19,13 @@ from hypothesis import strategies as st
 from pydantic import SecretStr
 from starlette.testclient import TestClient
 
+from ground.settings import GatewayConfig, RoutingConfig
 from routing.attempt import classify_unforeseen
 from routing.errors import FailureClass
 from routing.events import EventLog
 from routing.exclusions import static_source
 from routing.gateway import create_app
-from routing.router import RetryPolicy, Router
+from routing.router import Router
 from routing.upstream import Upstream
 from tests.fixtures.hostile import (
     Hostile,
@@ -59,13 +60,12 @@ def router_for(hostile: Hostile, events: EventLog | None = None) -> Router:
         Upstream(
             hostile.base_url,
             SecretStr(KEY),
-            max_line_bytes=LINE_CAP,
-            max_reply_bytes=REPLY_CAP,
-            max_error_bytes=16_000,
+            RoutingConfig(
+                max_line_bytes=LINE_CAP, max_reply_bytes=REPLY_CAP, max_error_body_bytes=16_000
+            ),
         ),
         ignore_source=static_source(),
         events=events,
-        policy=RetryPolicy(),
         sleep=SleepRecorder(),
     )
 
@@ -177,7 +177,7 @@ async def test_r10_no_key_fragment_reaches_a_client_an_event_or_a_log(
     hostile.handler = LEAKS[name]
     router = router_for(hostile, EventLog(ledger_url))
     seen: list[str] = []
-    async with ServedApp(create_app(router, keys=[GW], flush_every_s=0.05)) as s:
+    async with ServedApp(create_app(router, GatewayConfig(keys=[GW], events_flush_s=0.05))) as s:
         async with httpx.AsyncClient(base_url=s.url, timeout=30) as http:
             for workload in ("chat", "classify"):
                 for stream in (False, True):
@@ -230,7 +230,7 @@ def test_r10_property_key_pieces_anywhere_never_reach_the_client(
             err["metadata"][field] = value
         reply = json_reply(status, {"error": err})
     hostile.handler = lambda req: reply
-    with TestClient(create_app(router_for(hostile), keys=[GW])) as client:
+    with TestClient(create_app(router_for(hostile), GatewayConfig(keys=[GW]))) as client:
         r = client.post("/v1/chat/completions", json=chat_body(), headers=AUTH)
     assert r.status_code != 500 and fragments(r.text) == [], r.text
 
@@ -263,7 +263,7 @@ async def test_r2_hostile_client_bodies_get_400_invalid_request(
     sent upstream (R2)."""
     router = router_for(hostile)
     async with (
-        ServedApp(create_app(router, keys=[GW])) as s,
+        ServedApp(create_app(router, GatewayConfig(keys=[GW]))) as s,
         httpx.AsyncClient(base_url=s.url) as http,
     ):
         r = await http.post(
@@ -369,7 +369,7 @@ async def test_r2_no_upstream_behaviour_gives_a_500(
     still acceptable), in both modes (R2)."""
     hostile.handler = alpha_then(UPSTREAM[name])
     router = router_for(hostile, EventLog(ledger_url))
-    async with ServedApp(create_app(router, keys=[GW], flush_every_s=0.05)) as s:
+    async with ServedApp(create_app(router, GatewayConfig(keys=[GW], events_flush_s=0.05))) as s:
         async with httpx.AsyncClient(base_url=s.url, timeout=60) as http:
             for stream in (False, True):
                 r = await http.post(
@@ -402,7 +402,7 @@ async def test_r2_a_gzipped_stream_is_decoded_and_served(hostile: Hostile, ledge
         )
     )
     router = router_for(hostile, EventLog(ledger_url))
-    async with ServedApp(create_app(router, keys=[GW], flush_every_s=0.05)) as s:
+    async with ServedApp(create_app(router, GatewayConfig(keys=[GW], events_flush_s=0.05))) as s:
         async with httpx.AsyncClient(base_url=s.url, timeout=30) as http:
             r = await http.post("/v1/chat/completions", json=chat_body(), headers=AUTH)
         await router.events.aflush()  # type: ignore[union-attr]
@@ -479,7 +479,7 @@ def test_r2_fuzz_gateway_request_parsing_never_gives_a_500(hostile: Hostile) -> 
     parameter values, deep nesting, other encodings, random bytes) and random workloads:
     never a 500, every error in OpenAI's shape (R2)."""
     hostile.handler = clean
-    with TestClient(create_app(router_for(hostile), keys=[GW])) as client:
+    with TestClient(create_app(router_for(hostile), GatewayConfig(keys=[GW]))) as client:
 
         @settings(max_examples=120, deadline=None)
         @given(
@@ -540,7 +540,7 @@ def test_r2_fuzz_upstream_replies_never_give_a_500(hostile: Hostile) -> None:
     """Random upstream replies (random statuses and envelopes, random chunk shapes and
     values, NaN, random bytes, with or without [DONE]) on the first route: the gateway never
     answers 500, in either mode (R2)."""
-    with TestClient(create_app(router_for(hostile), keys=[GW])) as client:
+    with TestClient(create_app(router_for(hostile), GatewayConfig(keys=[GW]))) as client:
 
         @settings(max_examples=80, deadline=None)
         @given(reply=upstream_replies(), stream=st.booleans(), workload=st.sampled_from(["chat", "classify"]))  # fmt: skip

@@ -13,7 +13,7 @@ from routing.acceptance import Accepted, accept
 from routing.capability import estimate_needs, select_routes
 from routing.classify import Rejection
 from routing.errors import ContractError
-from routing.response import Completion, StreamAssembler, ToolCall, from_body
+from routing.response import Completion, StreamAssembler, ToolCall
 from routing.routes import DEFAULT_DIR, load_catalog
 from routing.semantic import check_classify, check_invoice
 
@@ -274,26 +274,8 @@ def test_r7_semantic_validators() -> None:
     assert check_classify({"label": 3}, {"labels": ["other"]}) is not None
 
 
-def test_r7_envelope_parsing_both_ways() -> None:
-    """A JSON body and an SSE chunk sequence assemble the same facts, tool-call deltas included (R7)."""
-    body = {
-        "id": "g",
-        "provider": "P",
-        "choices": [
-            {
-                "message": {
-                    "content": None,
-                    "tool_calls": [{"id": "c", "function": {"name": "t", "arguments": "{}"}}],
-                },
-                "finish_reason": "tool_calls",
-            }
-        ],
-        "usage": {"cost": 0.1},
-    }
-    comp = from_body(body)
-    assert comp.tool_calls[0].name == "t" and comp.cost_usd == 0.1 and comp.done
-    with pytest.raises(ValueError):
-        from_body({"choices": []})
+def test_r7_sse_chunks_assemble_a_completion() -> None:
+    """An SSE chunk sequence assembles the completion's facts, tool-call deltas included (R7)."""
     asm = StreamAssembler()
     asm.feed(
         {

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ground.settings import Allowances
+from ground.settings import Allowances, RoutingConfig
 from routing.classify import Classification
 from routing.contracts import Contract
 from routing.deadline import Deadline
@@ -17,12 +17,12 @@ from routing.errors import (
     PermanentRequestError,
     UpstreamMisconfiguredError,
 )
-from routing.moves import FallBack, LoopBudget, RetryPolicy, RetrySame, Stop, next_move
+from routing.moves import FallBack, LoopBudget, Move, RetrySame, Stop, SwitchProvider, next_move
 from routing.routes import Route
 from tests.fixtures.routing import routing_catalog
 
 F = FailureClass
-POLICY = RetryPolicy(backoff_base_s=0.1, backoff_cap_s=2.0, allowances=Allowances())
+CONFIG = RoutingConfig(backoff_base_s=0.1, backoff_cap_s=2.0)
 ROUTE = Route(id="alpha", model="acme/alpha", context_length=8192)
 
 
@@ -38,18 +38,20 @@ def move(
     remaining_s: float = 10.0,
     jitter: float = 0.5,
     workload_contract: Contract | None = None,
-) -> tuple[object, LoopBudget]:
+    provider_excluded: bool = False,
+) -> tuple[Move, LoopBudget]:
     deadline = Deadline(at=100.0 + remaining_s, allowances=Allowances())
     return next_move(
         c,
         route=ROUTE,
         contract=workload_contract or contract(),
-        budget=budget or LoopBudget.start(POLICY),
+        budget=budget or LoopBudget.start(CONFIG),
         deadline=deadline,
         now=100.0,
         jitter=jitter,
-        policy=POLICY,
+        config=CONFIG,
         status_code=502,
+        provider_excluded=provider_excluded,
     )
 
 
@@ -80,9 +82,25 @@ def test_r5_early_transient_retries_the_route_once_after_full_jitter() -> None:
     assert isinstance(m, FallBack)
 
 
+def test_r5_the_same_route_retries_and_backoff_come_from_the_routing_config() -> None:
+    """`settings.routing` taken whole: its `same_route_retries` starts the budget (none left:
+    an early failure falls back) and its base and cap shape the wait (R5)."""
+    c = Classification(F.TRANSIENT, "connect_error", early=True)
+    assert LoopBudget.start(RoutingConfig(same_route_retries=0)).same_route_left == 0
+    m, _ = move(c, budget=LoopBudget.start(RoutingConfig(same_route_retries=0)))
+    assert m == FallBack("transient_transport:connect_error")
+    slow = RoutingConfig(backoff_base_s=0.4, backoff_cap_s=0.3)
+    deadline = Deadline(at=110.0, allowances=Allowances())
+    m, _ = next_move(
+        c, route=ROUTE, contract=contract(), budget=LoopBudget.start(slow), deadline=deadline,
+        now=100.0, jitter=0.5, config=slow,
+    )  # fmt: skip
+    assert m == RetrySame(0.15, "transient_transport:connect_error")  # 0.5 * min(0.3, 0.4)
+
+
 def test_r5_late_transient_falls_back() -> None:
     m, budget = move(Classification(F.TRANSIENT, "read_timeout", early=False))
-    assert isinstance(m, FallBack) and budget == LoopBudget.start(POLICY)
+    assert isinstance(m, FallBack) and budget == LoopBudget.start(CONFIG)
 
 
 def test_r4_a_backoff_that_does_not_fit_the_deadline_falls_back() -> None:
@@ -114,6 +132,8 @@ def test_r6_context_overflow_asks_the_next_route_for_more_context() -> None:
     index=st.integers(0, 10),
     remaining=st.floats(0, 60),
     jitter=st.floats(0, 0.999),
+    excluded=st.booleans(),
+    switched=st.booleans(),
 )
 def test_r3_every_failure_has_exactly_one_bounded_move(
     cls: FailureClass,
@@ -123,15 +143,54 @@ def test_r3_every_failure_has_exactly_one_bounded_move(
     index: int,
     remaining: float,
     jitter: float,
+    excluded: bool,
+    switched: bool,
 ) -> None:
     """Any classification gives one move; a same-route wait always fits the deadline and
-    never exceeds the cap or the hint; budgets only shrink."""
+    never exceeds the cap or the hint; budgets only shrink; a route is retried without a
+    provider at most once."""
     c = Classification(cls, "r", early=early, retry_after_s=retry_after)
-    budget = LoopBudget(same_route_left=left, retry_index=index)
-    m, after = move(c, budget=budget, remaining_s=remaining, jitter=jitter)
-    assert isinstance(m, Stop | RetrySame | FallBack)
+    budget = LoopBudget(same_route_left=left, retry_index=index,
+                        switched=frozenset({"alpha"}) if switched else frozenset())  # fmt: skip
+    m, after = move(c, budget=budget, remaining_s=remaining, jitter=jitter,
+                    provider_excluded=excluded)  # fmt: skip
     assert after.same_route_left <= budget.same_route_left
+    assert not (isinstance(m, SwitchProvider) and (switched or not excluded))
     if isinstance(m, RetrySame):
         deadline = Deadline(at=100.0 + remaining, allowances=Allowances())
         assert deadline.may_start(100.0, wait_s=m.wait_s)
-        assert m.wait_s <= max(POLICY.backoff_cap_s, retry_after or 0.0)
+        assert m.wait_s <= max(CONFIG.backoff_cap_s, retry_after or 0.0)
+
+
+def test_r13_a_failure_of_an_excluded_provider_retries_the_route_without_it_once() -> None:
+    """When the provider that served a failure is excluded for the next attempts, the route
+    is tried again without it, once per route; a slow first token (no provider named) and a
+    client's error never switch (R13)."""
+    c = Classification(F.INVALID_RESPONSE, "stray_start")
+    m, budget = move(c, provider_excluded=True)
+    assert m == SwitchProvider("provider:invalid_response:stray_start")
+    assert budget.switched == {"alpha"}
+    m, _ = move(c, budget=budget, provider_excluded=True)
+    assert m == FallBack("invalid_response:stray_start")
+    m, _ = move(Classification(F.SLOW_FIRST_TOKEN, "slow_first_token"))
+    assert m == FallBack("slow_first_token:slow_first_token")
+    m, _ = move(Classification(F.PERMANENT, "invalid_request"), provider_excluded=True)
+    assert isinstance(m, Stop)
+
+
+def test_r8_r13_ambiguous_on_side_effect_tools_is_never_replayed() -> None:
+    """A workload whose tools have side effects never replays an ambiguous completion, even
+    under a `replay` policy (R8, R13)."""
+    from routing.classify import with_side_effects
+
+    tools = contract("tool_agent")
+    replaying = Contract.model_validate(
+        {**tools.model_dump(), "side_effect_free": True, "ambiguous_policy": "replay"}
+    )
+    assert replaying.side_effect_tools
+    c = with_side_effects(Classification(F.TRANSIENT, "read_timeout"))
+    assert c.failure_class is F.AMBIGUOUS
+    m, _ = move(c, workload_contract=replaying)
+    assert isinstance(m, Stop) and isinstance(m.error, AmbiguousCompletionError)
+    assert with_side_effects(Classification(F.TRANSIENT, "connect_error", early=True)).early
+    assert with_side_effects(Classification(F.CAPACITY, "read_timeout")).failure_class is F.CAPACITY

@@ -7,6 +7,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 
+from ground.settings import RoutingConfig
 from quarantine.adapters.incidents import aadd_runtime_exclusion, aremove_runtime_exclusion
 from routing.exclusions import CachedIgnoreSource, quarantine_source
 from tests.fixtures.fleet import FleetHandle
@@ -41,7 +42,9 @@ async def test_r6_q7_quarantined_endpoint_is_never_chosen(
         "acme/alpha", "alpha-a", reason="test: stray starts", author="h5-test", now=now
     )
     try:
-        source = CachedIgnoreSource(quarantine_source(), ttl_s=5.0, fetch_timeout_s=10.0)
+        source = CachedIgnoreSource(
+            quarantine_source(), RoutingConfig(ignore_ttl_s=5.0, ignore_fetch_timeout_s=10.0)
+        )
         router = make_router(fleet.base_url, fleet.key, catalog=_catalog(), ignore_source=source)
         for _ in range(5):
             result = await router.complete(chat_body(), workload="chat")
@@ -67,7 +70,9 @@ async def test_r6_runtime_exclusion_reaches_the_router_within_seconds(
     """An exclusion added while the router runs takes effect within ~TTL, without a restart (R6, Q7)."""
     fleet.load(routing_scenario())
     tag = "alpha-a"
-    source = CachedIgnoreSource(quarantine_source(), ttl_s=0.5, fetch_timeout_s=10.0)
+    source = CachedIgnoreSource(
+        quarantine_source(), RoutingConfig(ignore_ttl_s=0.5, ignore_fetch_timeout_s=10.0)
+    )
     router = make_router(fleet.base_url, fleet.key, catalog=_catalog(), ignore_source=source)
     assert (await router.complete(chat_body(), workload="chat")).completion.provider == "AlphaA"
     await aadd_runtime_exclusion(

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ground.settings import GatewayConfig, RoutingConfig
 from routing.breaker import BreakerBoard, BreakerConfig, CircuitStatus
 from routing.capability import contract_misfit, estimate_needs
 from routing.errors import DeadlineExhaustedError, PermanentRequestError
@@ -209,7 +210,9 @@ async def test_r6_q7_unreadable_exclusion_store_falls_back_to_the_builtin_layer(
 
     path = _builtin_file(tmp_path)
     source = CachedIgnoreSource(
-        store, fetch_timeout_s=0.1, fallback=lambda model: builtin_tags(model, path)
+        store,
+        RoutingConfig(ignore_fetch_timeout_s=0.1),
+        fallback=lambda model: builtin_tags(model, path),
     )
     router = make_router(
         fleet.base_url, fleet.key, ignore_source=source, catalog=routing_catalog(chat=TEXT_ONLY)
@@ -283,7 +286,7 @@ async def test_r2_upstream_key_rejected_is_a_502_upstream_misconfiguration(
     fleet.load(routing_scenario())
     router = make_router(fleet.base_url, "wrong-upstream-key")
     async with (
-        ServedApp(create_app(router, keys=["gw"])) as s,
+        ServedApp(create_app(router, GatewayConfig(keys=["gw"]))) as s,
         httpx.AsyncClient(base_url=s.url) as http,
     ):
         resp = await http.post(

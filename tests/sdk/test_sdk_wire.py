@@ -107,6 +107,24 @@ def check_request(data: dict[str, Any]) -> list[str]:
     return unknown_keys(components.ChatRequest.model_validate(data), data)
 
 
+# ---- the models listing -------------------------------------------------------------------
+
+
+def test_the_served_models_listing_validates_and_a_missing_field_is_rejected(
+    fleet: FleetHandle,
+) -> None:
+    """`GET /models` validates as the SDK's `ModelsListResponse` (one page: `links.next`
+    null, `total_count`); a model without its `links` is rejected, naming it."""
+    data = fleet.http.get(f"{fleet.base_url}/models").json()
+    parsed = components.ModelsListResponse.model_validate(data)
+    assert parsed.total_count == len(parsed.data) >= 1
+    assert any(m.id == LLAMA for m in parsed.data)
+    broken = json.loads(json.dumps(data))
+    del broken["data"][0]["links"]
+    with pytest.raises(ValidationError, match=r"data\.0\.links"):
+        components.ModelsListResponse.model_validate(broken)
+
+
 # ---- the endpoints listing ----------------------------------------------------------------
 
 
