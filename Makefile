@@ -48,7 +48,9 @@ bench: setup
 
 # Scale-out that has run (README "Scale-out"): a throwaway PostgreSQL cluster backing the
 # Prefect server and the ledger, a process work pool, two workers, one round deployment per
-# model, one scheduled slot of 20 models x 20 endpoints. Not part of `make test` (~3-4 min).
+# model, one scheduled slot of 20 models x 21 endpoints, then its per-round costs. Not part
+# of `make test` (~3-4 min). The catalogue in miniature (docs/SCALE.md):
+#   make scale-test SCALE_ARGS="--models 100 --endpoints 2-7"
 scale-test: $(VENV)/.scale-installed postgresql
 	$(PY) -m scale.slot_test $(SCALE_ARGS)
 

@@ -44,6 +44,14 @@ on SQLite under the bench's CANARY_HOME).
 
 --profile DIR runs one more round per size under cProfile after the measured ones and
 writes DIR/round-<N>.prof (read it with `python -m pstats`).
+
+Last, the per-round costs (docs/SCALE.md; `scale/costs.py`): --cost-rounds rounds per size
+back to back (default 3), then the server's batched writers are let finish, and per size:
+CPU seconds per endpoint-round of the round's own process, of the Prefect server and of the
+fleet (from /proc), the Prefect database's writes per round (on SQLite the rows added to its
+tables; on PostgreSQL its own counters: transactions and rows inserted, updated, deleted),
+and the ledger's rows and bytes per round (SQLite under the bench's CANARY_HOME: the file's
+growth, the tables' pages where SQLite has `dbstat`).
 """
 
 from __future__ import annotations
@@ -207,8 +215,16 @@ def _profiled_round(n: int, at: datetime, out: Path) -> None:
         profiler.dump_stats(str(out))
 
 
+@dataclass(frozen=True)
+class ServerInfo:
+    """Where the Prefect server keeps its data and which processes are it (for the costs)."""
+
+    db_url: str
+    pids: list[int]
+
+
 @contextmanager
-def _postgres_server(home: Path) -> Iterator[None]:
+def _postgres_server(home: Path) -> Iterator[ServerInfo]:
     """`prefect server start` on a throwaway PostgreSQL cluster, started and stopped as
     `make scale-test` does; PREFECT_API_URL points at it for the block."""
     from ground.prefect_server import healthy
@@ -236,18 +252,101 @@ def _postgres_server(home: Path) -> Iterator[None]:
             wait_for(f"prefect server on PostgreSQL ({home}/prefect-server.log)",
                      lambda: healthy(api), 180, server)  # fmt: skip
             os.environ["PREFECT_API_URL"] = api
-            yield
+            yield ServerInfo(pg.url("prefect", driver="psycopg"), [server.pid, pg.pid])
         finally:
             os.environ.pop("PREFECT_API_URL", None)
             procs.stop_all()
 
 
-def _server(kind: str, home: Path) -> AbstractContextManager[object]:
-    if kind == "postgres":
-        return _postgres_server(home)
+@contextmanager
+def _harness(fleet: FleetHandle) -> Iterator[ServerInfo]:
+    """Prefect's test harness: a server on SQLite in a subprocess (this process's child that
+    is not the fleet)."""
+    from prefect.settings import get_current_settings
     from prefect.testing.utilities import prefect_test_harness
 
-    return prefect_test_harness(server_startup_timeout=120)
+    from scale.costs import descendants
+
+    fleet_pids = {fleet.process.pid, *descendants(fleet.process.pid)} if fleet.process else set()
+    with prefect_test_harness(server_startup_timeout=120):
+        url = get_current_settings().server.database.connection_url
+        text = url.get_secret_value() if hasattr(url, "get_secret_value") else str(url)
+        mine = [p for p in descendants(os.getpid()) if p not in fleet_pids]
+        yield ServerInfo(text.replace("+aiosqlite", ""), mine)
+
+
+def _server(kind: str, home: Path, fleet: FleetHandle) -> AbstractContextManager[ServerInfo]:
+    return _postgres_server(home) if kind == "postgres" else _harness(fleet)
+
+
+@dataclass(frozen=True)
+class RoundCosts:
+    """What `rounds` rounds of `endpoints` cost, summed (`round_costs`)."""
+
+    rounds: int
+    endpoints: int
+    round_cpu_s: float
+    server_cpu_s: float
+    fleet_cpu_s: float
+    writes: Any  # scale.costs.Writes
+    ledger: Any  # scale.costs.Footprint
+
+
+def round_costs(n: int, ats: list[datetime], server: ServerInfo, fleet: FleetHandle) -> RoundCosts:
+    """One round of `n` endpoints per slot in `ats`, back to back, between two samples of
+    CPU, Prefect writes and the ledger; the second after the server's batched writers have
+    written (PostgreSQL publishes its counters late: `PG_STATS_SETTLE_S`)."""
+    import resource
+
+    from ground.settings import load_settings
+    from quarantine.adapters.ledger import Ledger
+    from scale.costs import PG_STATS_SETTLE_S, database_writes, ledger_footprint, tree_cpu_s
+
+    ledger_url = load_settings().resolved_ledger_url
+    Ledger(ledger_url).close()
+    fleet_pids = [fleet.process.pid] if fleet.process else []
+
+    def sample() -> tuple[float, float, float, Any, Any]:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return (own.ru_utime + own.ru_stime, tree_cpu_s(server.pids), tree_cpu_s(fleet_pids),
+                database_writes(server.db_url), ledger_footprint(ledger_url))  # fmt: skip
+
+    settle()
+    before = sample()
+    for at in ats:
+        asyncio.run(one_round(n, at))
+    time.sleep(PG_STATS_SETTLE_S if "postgresql" in server.db_url else 7.0)
+    after = sample()
+    cpu = [b - a for a, b in zip(before[:3], after[:3], strict=True)]
+    return RoundCosts(len(ats), n, *cpu, after[3] - before[3], after[4] - before[4])
+
+
+def print_costs(costs: list[RoundCosts], server: str) -> None:
+    pg = server == "postgres"
+    what = (
+        "writes = PostgreSQL's counters, inserted+updated+deleted"
+        if pg
+        else "writes = rows added to its SQLite tables, updates not seen"
+    )
+    print(
+        f"per-round costs ({costs[0].rounds} rounds back to back per size, then the server's "
+        f"batched writers let finish; Prefect server: {server}; {what})"
+    )
+    print(f"{'endpoints':>9} {'round CPU-s':>11} {'/endpoint':>9} {'server /ep':>10} "
+          f"{'fleet /ep':>9} {'Prefect tx':>10} {'writes':>7} {'ledger rows':>11} "
+          f"{'ledger KB':>9} {'KB/ep':>6}  (per round)")  # fmt: skip
+    for c in costs:
+        k, ep = c.rounds, c.rounds * c.endpoints
+        tx = f"{c.writes.transactions / k:>10.0f}" if pg else f"{'-':>10}"
+        rows = sum(c.ledger.rows.values())
+        print(f"{c.endpoints:>9} {c.round_cpu_s / k:>11.2f} {c.round_cpu_s / ep:>9.3f} "
+              f"{c.server_cpu_s / ep:>10.3f} {c.fleet_cpu_s / ep:>9.3f} {tx} "
+              f"{c.writes.rows / k:>7.0f} {rows / k:>11.1f} {c.ledger.total_bytes / k / 1024:>9.1f} "
+              f"{c.ledger.total_bytes / ep / 1024:>6.2f}")  # fmt: skip
+    for c in costs:
+        top = ", ".join(f"{t} {v / c.rounds:.0f}" for t, v in c.writes.top(6))
+        print(f"{c.endpoints} endpoints, Prefect writes per round by table: {top}; the "
+              f"Prefect database grew {c.writes.size_bytes / c.rounds / 1024:.0f} KB per round")  # fmt: skip
 
 
 def _busy_share(span_s: float) -> float:
@@ -291,6 +390,7 @@ def main() -> None:
     parser.add_argument("--time-scale", type=float, default=1.0)
     parser.add_argument("--profile", type=Path, default=None)
     parser.add_argument("--server", choices=["harness", "postgres"], default="harness")
+    parser.add_argument("--cost-rounds", type=int, default=3, help="rounds per size for the costs")
     args = parser.parse_args()
     sizes: list[int] = sorted(set(args.endpoints))
 
@@ -318,9 +418,10 @@ def main() -> None:
     api_url: str | None = None
     critical: dict[int, list[float]] = {n: [] for n in sizes}
     floors: dict[int, list[float]] = {n: [] for n in sizes}
+    costs: list[RoundCosts] = []
     try:
         fleet.load(_scenario(sizes), time_scale=args.time_scale)
-        with _server(args.server, home):
+        with _server(args.server, home, fleet) as server:
             from prefect.settings import get_current_settings
 
             api_url = get_current_settings().api.url
@@ -348,6 +449,10 @@ def main() -> None:
                 for n in sizes:
                     later = at + timedelta(minutes=30 * args.repeats)
                     _profiled_round(n, later, args.profile / f"round-{n}.prof")
+            for n in sizes:
+                first = args.repeats + 1
+                slots = [at + timedelta(minutes=30 * (first + j)) for j in range(args.cost_rounds)]
+                costs.append(round_costs(n, slots, server, fleet))
     finally:
         stop_fleet(fleet)
 
@@ -404,6 +509,8 @@ def main() -> None:
         print(f"{n:>9} {before:>8.2f} {probes:>8.2f} {after:>8.2f} {allowance}")
     if args.profile is not None:
         print(f"profiles: {args.profile}/round-<N>.prof")
+    if costs:
+        print_costs(costs, args.server)
 
 
 if __name__ == "__main__":

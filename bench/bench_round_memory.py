@@ -135,6 +135,11 @@ def main() -> None:
         f"round at {args.endpoints} endpoints: peak RSS {peak:.0f} MB ({verdict} the stated bound "
         f"of {args.bound_mb:.0f} MB)"
     )
+    print(
+        f"memory per concurrent round (a process work pool runs each round as its own process): "
+        f"{p1:.0f} MB at {n1} endpoints, {p2:.0f} MB at {n2}; a worker with --limit N holds up "
+        f"to N times that (`make scale-test` prints the same per round at its peak)"
+    )
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ def render(settings: Settings) -> str:
             item["schedules"] = [{"cron": spec["cron"], "timezone": "UTC"}]
         if spec["concurrency_limit"]:
             item["concurrency_limit"] = "*one_at_a_time"
+        if spec.get("triggers"):
+            item["triggers"] = spec["triggers"]  # automations, created by `prefect deploy`
         deployments.append(item)
     header = {
         "name": "provider-canary",

@@ -14,7 +14,8 @@ waiting for the first token, one chunk per word, the usage chunk with empty
 without `[DONE]`; a cut stream simply ends without `[DONE]`.
 
 Routing: candidates come from `selection.candidates` (cheapest first unless
-`order`/`sort`); with `allow_fallbacks` (default) a candidate that fails before
+`order`/`sort`; a model with `load_balance: price` draws the first by price, as OpenRouter's
+default load balancing does); with `allow_fallbacks` (default) a candidate that fails before
 its first token is silently replaced by the next one, as on OpenRouter. Each
 attempt's scripted TTFT counts from when it started (the first from the
 request's arrival). The request log holds one entry per HTTP request (its
@@ -65,7 +66,7 @@ from fleet.scenario import (
     parse_scenario,
 )
 from fleet.schema_check import SchemaProblem
-from fleet.selection import NoCandidate, ProviderPrefs, candidates
+from fleet.selection import NoCandidate, ProviderPrefs, balanced, candidates
 from fleet.state import FleetState, log_entry
 from wire.auth import bearer_token, key_matches
 
@@ -199,6 +200,8 @@ async def _serve(
     if isinstance(found, NoCandidate):
         fleet.record(log_entry(body, found.status, None))
         return error_response(found.status, found.message, found.error_type)
+    if m.load_balance == "price" and not prefs.order and prefs.sort is None:
+        found = balanced(found, fleet.balance_rng)
     attempts: list[dict[str, Any]] = []
     try:
         plan, started = await _attempt(

@@ -383,6 +383,10 @@ class ModelSpec(_Strict):
     context_length: int = Field(default=131072, gt=0)
     input_modalities: list[Modality] = Field(default_factory=lambda: list[Modality](["text"]))
     tokenizer: str = "Other"
+    # which endpoint serves a request that names no `order` / `sort`: the cheapest (the
+    # default, deterministic), or OpenRouter's default load balancing, `price`: one drawn with
+    # weight 1 / price^2, the rest after it cheapest first (fleet/selection.py `balanced`)
+    load_balance: Literal["cheapest", "price"] = "cheapest"
     endpoints: list[EndpointSpec] = Field(min_length=1)
 
     @model_validator(mode="after")

@@ -5,6 +5,7 @@ filters (context length, image input). Pure functions of data."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
@@ -139,3 +140,17 @@ def candidates(
             "context_length_exceeded",
         )
     return fitting
+
+
+def balanced(ordered: list[EndpointSpec], rng: random.Random) -> list[EndpointSpec]:
+    """OpenRouter's default load balancing over `ordered` (cheapest first): the first one
+    drawn with weight 1 / price^2 (a free endpoint counts as the cheapest priced one), the
+    others after it in their order, as fallbacks."""
+    if len(ordered) < 2:
+        return ordered
+    prices = [_price(e) for e in ordered]
+    positive = [p for p in prices if p > 0]
+    low = min(positive) if positive else 1.0
+    weights = [1.0 / max(p, low) ** 2 for p in prices]
+    first = rng.choices(range(len(ordered)), weights=weights)[0]
+    return [ordered[first], *(e for i, e in enumerate(ordered) if i != first)]

@@ -1,13 +1,15 @@
 """What a running fleet remembers between requests, kept on the Starlette app's `state`.
 
 One `FleetState` per app (`app.state.fleet`): the accepted key, the active scenario with
-its per-endpoint RNGs and counters (reset whenever a scenario is loaded), the generation
+its per-endpoint RNGs and counters and the load balancer's RNG (reset whenever a scenario is
+loaded), the generation
 counter, and the request log (one entry per HTTP request, the newest `MAX_LOG_ENTRIES`,
 served by `GET /_fleet/requests`). `log_entry` is the shape of one log entry.
 """
 
 from __future__ import annotations
 
+import random
 import time
 import zlib
 from typing import Any
@@ -30,6 +32,7 @@ class FleetState:
         """Serve `scenario` from now on, with fresh RNGs and counters (the log is kept)."""
         self.scenario = scenario
         self.seq = 0
+        self.balance_rng = random.Random(f"balance|{scenario.seed}")  # ModelSpec.load_balance
         self.endpoints = {
             (m.id, e.tag): EndpointState(scenario.seed, m.id, e.tag)
             for m in scenario.models

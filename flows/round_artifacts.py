@@ -4,7 +4,8 @@ is applied (a failed write is logged and never fails the run):
     canary-round-<slug>        table: endpoint x contract, failing endpoints first
     canary-decisions-<slug>    markdown: decisions, the numbers behind every failing verdict,
                                the positive controls, provider.ignore, what each endpoint was
-                               judged on (and what not, and why), the round's bill
+                               judged on (and what not, and why), the round's bill, the
+                               gateway's production evidence of the model (flows/production.py)
     canary-transcripts-<slug>  markdown: bounded, scrubbed transcripts of the failing probes
                                (only in rounds where something failed)
     canary-status-<slug>       markdown: the living status, a new version each round, with
@@ -30,6 +31,7 @@ from flows.decisions_artifact import decisions_markdown
 from flows.evidence_artifact import contracts_markdown
 from flows.judging import Judged
 from flows.peer_step import peers_markdown
+from flows.production import production_section
 from flows.render import evidence_lines, outcome_rows
 from flows.roundplan import RoundPlan
 from flows.status_artifact import status_key, status_markdown
@@ -60,6 +62,7 @@ def _scrubber() -> Scrubber:
 async def publish_round_artifacts(applied: AppliedRound, logger: Any) -> None:
     """Write the round's artifacts (see module docstring) together, each best-effort."""
     plan, judged, slug = applied.plan, applied.judged, model_slug(applied.plan.model)
+    production = await production_section(plan.model, plan.at, logger)  # O8: evidence only
     artifacts: list[tuple[str, Callable[[], Artifact | None]]] = [
         (
             "round table artifact",
@@ -75,6 +78,7 @@ async def publish_round_artifacts(applied: AppliedRound, logger: Any) -> None:
                 key=f"canary-decisions-{slug}",
                 markdown=decisions_markdown(applied)
                 + contracts_markdown(judged.verdicts, judged.refusal)
+                + production
                 + bill_markdown(judged.bill, judged.budget)
                 + peers_markdown(judged.peers),
                 description=f"Round {plan.round_id}: decisions and the evidence behind them",

@@ -7,7 +7,12 @@ With `record=True` the evidence must be as good as a round's: every contract,
 the positive controls probed alongside (C5), language failures confirmed 2 of 3
 (C8), in the model's stored mode. The result is then applied as a round for that
 one endpoint at the current time (and written to the ledger); a scheduled round
-in the same half-hour slot afterwards is skipped, like any second round of a slot."""
+in the same half-hour slot afterwards is skipped, like any second round of a slot.
+
+`evidence`: why it was started, in words; the automation on a provider the gateway found
+suspect from production traffic (O8, `deployments/local.py`) passes the gateway's numbers
+(`production: 14 of 120 replies rejected for a stray start, peers 0 of 900`), shown at the
+top of the transcripts artifact."""
 
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ from probes.types import Contract, Outcome, Transcript
 from quarantine.adapters.ignore import aread_layers
 from quarantine.adapters.store import aload_state
 
+EVIDENCE_CHARS = 500  # a started-on line is a sentence, not a document
+
 
 @flow(name="triage", flow_run_name="triage {provider} ({model})")
 async def triage(
@@ -38,6 +45,7 @@ async def triage(
     locale: str | None = None,
     repeats: int = 1,
     record: bool = False,
+    evidence: str | None = None,
 ) -> dict[str, Any]:
     """Re-probe endpoint `provider` of `model` now; transcripts go to an artifact."""
     freeze_loaded()  # as in the round: no full collection walks the loaded modules
@@ -51,6 +59,9 @@ async def triage(
         raise ValueError(f"unknown locale {locale!r}; configured: {settings.locales}")
     if not 1 <= repeats <= 50:
         raise ValueError(f"repeats must be between 1 and 50, got {repeats}")
+    evidence = evidence[:EVIDENCE_CHARS] if evidence else None
+    if evidence:
+        logger.info("triage of %s started on: %s", provider, evidence)
     now = datetime.now(UTC)
     discovered = await tasks.discover_endpoints(model)
     endpoint = plan_round(model, now, discovered, locales=[locale], subset=[provider]).targets[0]
@@ -63,7 +74,9 @@ async def triage(
     key = f"canary-triage-{model_slug(model)}"
     await acreate_markdown_artifact(
         key=key,
-        markdown=transcripts_markdown(model, provider, locale, transcripts, outcomes),
+        markdown=with_evidence(
+            transcripts_markdown(model, provider, locale, transcripts, outcomes), evidence
+        ),
         description=f"Triage of {provider}: full transcripts",
     )
     decisions: list[dict[str, Any]] = []
@@ -80,7 +93,16 @@ async def triage(
         "artifact": key,
         "recorded": record,
         "decisions": decisions,
+        "evidence": evidence,
     }
+
+
+def with_evidence(markdown: str, evidence: str | None) -> str:
+    """The artifact with what started the triage under its title (pure)."""
+    if not evidence:
+        return markdown
+    title, _, rest = markdown.partition("\n")
+    return f"{title}\n\n> Started on {evidence}\n{rest}"
 
 
 async def _record(

@@ -18,6 +18,8 @@ module restates one: `tests/ground/test_defaults.py`):
     allowances  `Allowances` (routing/deadline.py)            CANARY_ALLOWANCES__CONNECT_S=0.2 ...
     gateway     `GatewayConfig` (routing/gateway.py, serving) CANARY_GATEWAY__MAX_BODY_BYTES=2000000 ...
     budget      `BudgetConfig` (quarantine/budget.py, C13)   CANARY_DAILY_BUDGET_USD=5 ...
+    ledger      `LedgerConfig` (retention, flows/retention.py) CANARY_LEDGER__RETENTION_DAYS=30 ...
+    passive     `PassiveConfig` (routing/passive*, O8)         CANARY_PASSIVE__WINDOW_S=600 ...
 
 Nested values are set with a double underscore (or as JSON: CANARY_POLICY='{"floor": 3}').
 Names of earlier versions (CANARY_CAPACITY_FLOOR, CANARY_START_SAMPLES, CANARY_ROUTING_...,
@@ -331,6 +333,56 @@ class RoutingConfig(BaseModel):
     )
 
 
+class PassiveConfig(BaseModel):
+    """Production traffic as evidence (SPEC O8): the gateway's window of its own verdicts on
+    real replies per (model, provider), the suspect rule, the bounded local ejection and its
+    event, and what the next round reads; the object `routing.passive`, `routing.ejection`,
+    `routing.passive_watch` and `flows.production` take whole. The exact test and the minimum
+    effect are the canary's peer comparison's (`ProbeConfig.peer_alpha`, `peer_min_effect`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    window_s: float = Field(
+        default=600.0, gt=0, description="O8: the sliding window of production evidence."
+    )
+    min_requests: int = Field(
+        default=20,
+        ge=1,
+        description="O8: judged replies a provider needs in the window before it can be suspect.",
+    )
+    eject: bool = Field(
+        default=True,
+        description="O8: eject a suspect provider locally (false: suspects are recorded and "
+        "announced, nothing is ejected).",
+    )
+    eject_base_s: float = Field(
+        default=30.0, gt=0, description="O8: the first ejection; the n-th lasts n times this."
+    )
+    eject_max_s: float = Field(default=300.0, gt=0, description="O8: the longest ejection.")
+    eject_forget_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="O8: a provider not ejected for this long starts the ladder again.",
+    )
+    max_ejected_share: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="O8: at most this share of a model's providers ejected at once (one is "
+        "always allowed, the capacity floor permitting).",
+    )
+    event_every_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="O8: at most one suspect event (and one held record) per provider this often.",
+    )
+    round_window_s: float = Field(
+        default=1800.0,
+        gt=0,
+        description="O8: a round shows the gateway's figures of this long before it.",
+    )
+
+
 class GatewayConfig(BaseModel):
     """The gateway's HTTP face: client keys and the bounds on what a client can make it hold
     (README: Security); the object `routing.gateway` and `routing.serving` take whole."""
@@ -423,6 +475,24 @@ class _DailyBudgetAlias(PydanticBaseSettingsSource):
             if value not in (None, ""):
                 return {"budget": {"daily_usd": value}}
         return {}
+
+
+class LedgerConfig(BaseModel):
+    """How long the ledger keeps its rows (O9; `quarantine/adapters/retention.py`): the
+    object `flows.retention.prune_ledger` and `canary ledger prune` take whole."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    retention_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="O9: ledger rows older than this are pruned (the daily `ledger-prune` "
+        "deployment, `canary ledger prune`). 30 covers the daily report's window (7 days) "
+        "with the 14 days of decisions it reads before it, and a month of history.",
+    )
+    prune_batch_rows: int = Field(
+        default=5000, ge=1, description="Rows a prune deletes per transaction (per table)."
+    )
 
 
 # Names of earlier versions -> the name that replaced them (refused, never ignored).
@@ -528,6 +598,7 @@ class Settings(BaseSettings):
         default=None,
         description="SQLAlchemy URL of the ledger; default sqlite:///<home>/ledger.db.",
     )
+    ledger: LedgerConfig = Field(default_factory=LedgerConfig)
 
     # ---- flows/ ------------------------------------------------------------
     round_lock_wait_s: float = Field(
@@ -570,6 +641,7 @@ class Settings(BaseSettings):
     allowances: Allowances = Field(default_factory=Allowances)
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    passive: PassiveConfig = Field(default_factory=PassiveConfig)
 
     @classmethod
     def settings_customise_sources(

@@ -13,6 +13,7 @@ QuarantineError                 base of everything raised by quarantine/
 ├── StateCorruptError           the state block document cannot be read back
 ├── StaleRevisionError          a write raced another writer and could not be re-applied
 ├── ClockNotAheadError          `clock reset` of a model not ahead (quarantine/clock.py)
+├── RetentionError              the ledger could not be pruned (quarantine/adapters/retention.py)
 └── LeaseError                  the model's round lock (quarantine/adapters/lease.py)
     ├── LeaseTimeoutError       the lock stayed held by a live holder for the whole wait
     └── LeaseLostError          this process no longer holds the lease it acquired
@@ -71,6 +72,10 @@ class StateCorruptError(QuarantineError, ValueError):
 
 class StaleRevisionError(QuarantineError, RuntimeError):
     pass
+
+
+class RetentionError(QuarantineError, RuntimeError):
+    """The ledger could not be pruned (out of reach, locked for too long)."""
 
 
 class LeaseError(QuarantineError, RuntimeError):

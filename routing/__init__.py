@@ -4,7 +4,8 @@ A small front in the manner of stamina: import from here; the modules behind
 it are one concern each (contracts, classify, moves, backoff, deadline, budget,
 latency, providers, capability, acceptance, breaker, masking, records, tools,
 events, metrics, report, served, upstream, listing, steer, planner, attempt,
-router, compose, gateway).
+router, compose, gateway; production traffic as evidence, O8: passive, ejection,
+passive_watch, suspect_events, passive_ledger).
 
     from routing import Router, build_router, create_app, load_catalog
 

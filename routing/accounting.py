@@ -85,7 +85,7 @@ def attempt_record(
         request_id=req.request_id, provider_tag=res.provider_tag,
         excluded=",".join(sorted(res.excluded_before)) or None,
         budget_ms=_ms(b.total_ms) if b else None, ttft_budget_ms=_ms(b.ttft_ms) if b else None,
-        kept_ms=_ms(b.kept_ms) if b else None,
+        kept_ms=_ms(b.kept_ms) if b else None, passive=res.passive,
     )  # fmt: skip
     req.attempts.append(record)
     return record

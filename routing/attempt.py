@@ -119,6 +119,8 @@ class AttemptResult:
     excludable: tuple[str, ...] | None = None  # tags that would exclude who served it (floor)
     provider_tag: str | None = None  # the listing's tag of who served it, when one
     probes: tuple[str, ...] = ()  # provider circuits admitted half-open for this attempt
+    client_params: tuple[str, ...] = ()  # output-shaping parameters the client set (attribution)
+    passive: str | None = None  # what it says of its provider as evidence (routing/passive.py)
 
     @property
     def served_by(self) -> str | None:
@@ -145,6 +147,7 @@ async def run_attempt(
     how far it got. `client_params`: the output-shaping parameters the client set
     (`routing.attribution.client_shaping` of its body); an acceptance rejection carries them."""
     res = result or AttemptResult(route=route, started=clock())
+    res.client_params = client_params
     call = upstream.call(body, budget)
     judge = _Judge(contract, schemas, body, client_params)
     handed_over = False

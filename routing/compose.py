@@ -14,6 +14,9 @@ its own config whole.
                    `listings=False`
     retries        settings.routing and settings.allowances (`Router`); the capacity floor
                    of provider exclusions is settings.policy.floor
+    evidence       production traffic as evidence (O8): settings.passive, the peer test of
+                   settings.probe, and the Prefect event of a suspect provider
+                   (`routing/suspect_events.py`), unless `suspect_events=False`
 
 Kept apart from the HTTP shell (`routing/gateway.py`), which only serves a router it is
 given.
@@ -30,6 +33,7 @@ from routing.exclusions import CachedIgnoreSource, IgnoreSource, quarantine_sour
 from routing.listing import ListingBook
 from routing.router import Router
 from routing.routes import load_catalog
+from routing.suspect_events import emit_suspect
 from routing.upstream import Upstream
 
 
@@ -40,6 +44,7 @@ def build_router(
     ignore_source: IgnoreSource | None = None,
     events: bool = True,
     listings: bool = True,
+    suspect_events: bool = True,
 ) -> Router:
     """A Router wired from `settings` (see the module docstring); `contracts_dir` and
     `ignore_source` replace the settings' contracts and the quarantine's exclusions."""
@@ -55,4 +60,7 @@ def build_router(
         allowances=s.allowances,
         listings=ListingBook(upstream, s.routing) if listings else None,
         floor=s.policy.floor,
+        passive=s.passive,
+        probe=s.probe,
+        announce=emit_suspect if suspect_events else None,
     )

@@ -1,7 +1,8 @@
 """Request and attempt events (SPEC R10) in the ledger.
 
 One `RequestEvent` per request and one `AttemptEvent` per model call, in the
-tables `routing_requests` and `routing_attempts` (own SQLModel metadata, so
+tables `routing_requests` and `routing_attempts`, and one `SuspectEvent` per provider the
+gateway found suspect from production traffic (O8), in `routing_suspects` (own SQLModel metadata, so
 other folders' tables on the same URL are neither created nor touched).
 Prompts, outputs and tool arguments appear only as SHA-256 hashes; the API
 key never appears at all. Times (`at`) are aware UTC.
@@ -31,7 +32,7 @@ from sqlmodel import Field, SQLModel
 
 from ground.clock import as_utc
 from ground.db import open_engine
-from routing.records import AttemptRecord, RequestRecord, utcnow
+from routing.records import AttemptRecord, Record, RequestRecord, SuspectRecord, utcnow
 
 
 class _RoutingBase(SQLModel, registry=registry()):
@@ -74,6 +75,7 @@ class AttemptEvent(_RoutingBase, table=True):
     ttft_budget_ms: float | None = None  # its first-token budget (None: no cut before the total)
     kept_ms: float | None = None  # kept for one fallback when it started
     excluded: str | None = None  # providers this request excluded by then (tags, comma-joined)
+    passive: str | None = None  # production evidence: "ok", a failure reason, None (none)
 
 
 class RequestEvent(_RoutingBase, table=True):
@@ -98,10 +100,35 @@ class RequestEvent(_RoutingBase, table=True):
     request_id: str | None = Field(default=None, index=True)  # X-Request-Id
 
 
-def _row(record: AttemptRecord | RequestRecord) -> dict[str, object]:
+class SuspectEvent(_RoutingBase, table=True):
+    """A provider the gateway found suspect (O8) and what it did (records.SuspectRecord)."""
+
+    __tablename__ = "routing_suspects"
+
+    id: int | None = Field(default=None, primary_key=True)
+    at: datetime = Field(default_factory=utcnow, index=True)
+    model: str = Field(index=True)
+    provider: str
+    provider_tag: str | None = None
+    reason: str
+    action: str  # "ejected", "observed", "held_share", "held_floor", "held_unlisted"
+    host_k: int
+    host_n: int
+    peers_k: int
+    peers_n: int
+    p_adjusted: float
+    times: int | None = None
+    until: datetime | None = None
+    evidence: str = ""
+    gateway: str = ""
+
+
+def _row(record: Record) -> dict[str, object]:
     """A record as a row, its time in UTC (the column is timezone-aware)."""
     row = asdict(record)
     row["at"] = as_utc(record.at)
+    if isinstance(record, SuspectRecord) and record.until is not None:
+        row["until"] = as_utc(record.until)
     return row
 
 
@@ -135,13 +162,13 @@ class EventLog:
         self.engine: Engine = open_engine(url)
         ROUTING_METADATA.create_all(self.engine)
         add_missing_columns(self.engine, ROUTING_METADATA)
-        self._buffer: list[AttemptRecord | RequestRecord] = []
+        self._buffer: list[Record] = []
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"EventLog({self.engine.url.render_as_string(hide_password=True)!r})"
 
-    def emit(self, record: AttemptRecord | RequestRecord) -> None:
+    def emit(self, record: Record) -> None:
         """O(1) on the request path; the ORM row is built on the flush thread."""
         self._buffer.append(record)
 
@@ -152,12 +179,15 @@ class EventLog:
                 return 0
             attempts = [_row(r) for r in batch if isinstance(r, AttemptRecord)]
             requests = [_row(r) for r in batch if isinstance(r, RequestRecord)]
+            suspects = [_row(r) for r in batch if isinstance(r, SuspectRecord)]
             # Core bulk inserts: no ORM objects on the flush thread (it shares the GIL with serving)
             with self.engine.begin() as conn:
                 if attempts:
                     conn.execute(insert(AttemptEvent), attempts)
                 if requests:
                     conn.execute(insert(RequestEvent), requests)
+                if suspects:
+                    conn.execute(insert(SuspectEvent), suspects)
             return len(batch)
 
     async def aflush(self) -> int:

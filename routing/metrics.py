@@ -17,6 +17,13 @@ Counters (rates are ratios of counters, in PromQL or `snapshot()`):
     canary_router_cost_usd_total{workload}                  all attempts
     canary_router_accepted_cost_usd_total{workload}         requests that were accepted
     canary_router_latency_seconds{workload,route}           histogram by final route
+    canary_router_passive_replies_total{model,provider}     replies judged as production
+                                                            evidence (O8), and those failing:
+    canary_router_passive_failures_total{model,provider,reason}
+    canary_router_provider_ejections_total{model,provider,reason}   local ejections (O8)
+
+The suspect and ejected states per (model, provider) are gauges computed when scraped
+(`routing.passive_watch.PassiveGauges`).
 
 The warning pair of R11: `http_success` rising while `validation_rejections`
 rises too means transport availability is masking contract failures;
@@ -148,6 +155,7 @@ class RouterMetrics:
             ["workload", "route", "provider", "result"], registry=r,
         )  # fmt: skip
         self._provider_labels: dict[str, set[str]] = {}
+        self._passive_counters(r)
         self.latency = Histogram(
             "canary_router_latency_seconds", "Request latency by final route", ["workload", "route"],
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64), registry=r,
@@ -164,7 +172,7 @@ class RouterMetrics:
         )
         self.attempts.labels(ev.workload, ev.route_id, result).inc()
         if ev.provider:
-            provider = self._provider_label(ev.route_id, ev.provider)
+            provider = self.provider_label(ev.route_id, ev.provider)
             self.provider_attempts.labels(ev.workload, ev.route_id, provider, result).inc()
         if ev.fallback_reason:
             self.fallbacks.labels(ev.workload).inc()
@@ -179,8 +187,35 @@ class RouterMetrics:
             self.ambiguous.labels(ev.workload).inc()
         self.cost.labels(ev.workload).inc(max(0.0, ev.cost_usd))
 
-    def _provider_label(self, route_id: str, provider: str) -> str:
-        seen = self._provider_labels.setdefault(route_id, set())
+    def _passive_counters(self, r: CollectorRegistry) -> None:
+        """Production evidence per (model, provider) (O8, routing/passive_watch.py)."""
+        self.passive_replies = Counter(
+            "canary_router_passive_replies", "Replies judged as production evidence, by provider",
+            ["model", "provider"], registry=r,
+        )  # fmt: skip
+        self.passive_failures = Counter(
+            "canary_router_passive_failures", "Production replies failing acceptance, by reason",
+            ["model", "provider", "reason"], registry=r,
+        )  # fmt: skip
+        self.ejections = Counter(
+            "canary_router_provider_ejections", "Local ejections of a suspect provider (O8)",
+            ["model", "provider", "reason"], registry=r,
+        )  # fmt: skip
+
+    def observe_passive(self, model: str, provider: str, verdict: str) -> None:
+        """One reply judged as production evidence: "ok" or its failure reason."""
+        label = self.provider_label(f"model:{model}", provider)
+        self.passive_replies.labels(model, label).inc()
+        if verdict != "ok":
+            self.passive_failures.labels(model, label, verdict).inc()
+
+    def observe_ejection(self, model: str, provider: str, reason: str) -> None:
+        self.ejections.labels(model, self.provider_label(f"model:{model}", provider), reason).inc()
+
+    def provider_label(self, scope: str, provider: str) -> str:
+        """A provider name as a label value: at most MAX_PROVIDER_LABELS per `scope` (a
+        route id, or `model:<id>`), the rest as "other"."""
+        seen = self._provider_labels.setdefault(scope, set())
         if provider in seen or len(seen) < MAX_PROVIDER_LABELS:
             seen.add(provider)
             return provider

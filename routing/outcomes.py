@@ -7,7 +7,8 @@ Per (model, provider): when the reply names its provider, the verdict goes to th
 circuit and health (`routing.providers.provider_key`); a failure it answers for goes to the
 route's circuit only when the router could not exclude that provider (no listing, or the
 capacity floor), so one bad provider never opens the model's circuit while the router can
-steer around it. A success counts for both.
+steer around it. A success counts for both. Each verdict is also production evidence on its
+provider (SPEC O8, `routing/passive_watch.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from routing.classify import Classification, Rejection
 from routing.errors import FailureClass
 from routing.health import HealthBook
 from routing.metrics import RouterMetrics
+from routing.passive_watch import PassiveWatch
 from routing.providers import provider_key
 from routing.records import EventSink
 from routing.response import Completion
@@ -62,18 +64,23 @@ class Outcomes:
         metrics: RouterMetrics,
         events: EventSink | None,
         clock: Callable[[], float],
+        passive: PassiveWatch | None = None,
     ) -> None:
         self.breakers = breakers
         self.health = health
         self.metrics = metrics
         self.events = events
         self.clock = clock
+        self.passive = passive
 
     def verdict(self, res: AttemptResult, scope: str, *, cancelled: bool = False) -> None:
         """Feed the attempt's outcome to the route's breaker (its circuits for `scope`, the
         workload) and health, and to its provider's (see the module docstring). A failure
         the client's own parameters may have caused (`Classification.client_params`,
-        routing/attribution.py) is no verdict on the route."""
+        routing/attribution.py) is no verdict on the route. Every verdict is also production
+        evidence on the provider that served it (routing/passive_watch.py)."""
+        if self.passive is not None:
+            self.passive.observe(res, cancelled=cancelled)
         route, c, now = res.route, res.classification, self.clock()
         served = res.served_by
         probes = [k for k in res.probes if not served or k != provider_key(route.id, served)]

@@ -6,6 +6,8 @@
                     budgets (R13) and the providers the request excluded by then
     RequestRecord   one per request: outcome, final route, attempts, fallbacks, totals, and
                     the prompt and the output only as SHA-256 hashes
+    SuspectRecord   a provider found suspect from production traffic (O8) and whether it
+                    was ejected, with the numbers against its peers
 
 Both carry the gateway's request id (one per HTTP request, returned as `X-Request-Id`) and
 the operation id (the client's idempotency key, or a new one).
@@ -69,6 +71,9 @@ class AttemptRecord:
     ttft_budget_ms: float | None = None  # its first-token budget (None: no cut before the total)
     kept_ms: float | None = None  # kept for one fallback when it started
     excluded: str | None = None  # providers this request excluded by then (tags, comma-joined)
+    # what the attempt says of its provider as production evidence (routing/passive.py): "ok",
+    # a failure reason, or None (no evidence: transport, a client's error or shaping, ...)
+    passive: str | None = None
     at: datetime = field(default_factory=utcnow)
 
 
@@ -92,10 +97,36 @@ class RequestRecord:
     at: datetime = field(default_factory=utcnow)
 
 
+@dataclass(slots=True)
+class SuspectRecord:
+    """A provider the gateway found suspect from production traffic (SPEC O8), and what it
+    did: `ejected` (until `until`), `observed` (ejection off), or held by the share ceiling,
+    the capacity floor or a missing listing (routing/ejection.py)."""
+
+    model: str
+    provider: str  # as the replies name it
+    reason: str  # routing.passive.Reason
+    action: str  # "ejected" or routing.ejection.Held
+    host_k: int
+    host_n: int
+    peers_k: int
+    peers_n: int
+    p_adjusted: float
+    provider_tag: str | None = None  # its endpoint tags from the listing (comma-joined)
+    times: int | None = None  # the n-th ejection on its ladder
+    until: datetime | None = None  # when the ejection ends by itself
+    evidence: str = ""  # in words: 14 of 120 replies rejected for a stray start, peers 0 of 900
+    gateway: str = ""  # which gateway process (host:pid): the ejection is that process's
+    at: datetime = field(default_factory=utcnow)
+
+
+Record = AttemptRecord | RequestRecord | SuspectRecord
+
+
 class EventSink(Protocol):
     """Where the router's records go: `emit` never blocks serving (an append); `aflush`
     writes what was emitted and returns how many records it wrote."""
 
-    def emit(self, record: AttemptRecord | RequestRecord) -> None: ...
+    def emit(self, record: Record) -> None: ...
 
     async def aflush(self) -> int: ...

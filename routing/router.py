@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from ground.settings import Allowances, PolicyConfig, RoutingConfig
+from ground.settings import Allowances, PassiveConfig, PolicyConfig, ProbeConfig, RoutingConfig
 from routing.acceptance import Accepted
 from routing.accounting import RequestState, attempt_record
 from routing.attempt import AttemptResult, refused_keys, run_attempt, upstream_body
@@ -68,6 +68,7 @@ from routing.listing import ListingBook
 from routing.metrics import RouterMetrics
 from routing.moves import FallBack, LoopBudget, RetrySame, Stop, SwitchProvider, next_move
 from routing.outcomes import Outcomes, StreamEnd
+from routing.passive_watch import Announce, PassiveWatch
 from routing.planner import Planner
 from routing.records import AttemptRecord, EventSink
 from routing.response import Completion
@@ -135,10 +136,16 @@ class Router:
         allowances: Allowances | None = None,
         listings: ListingBook | None = None,
         floor: int | None = None,
+        passive: PassiveConfig | None = None,
+        probe: ProbeConfig | None = None,
+        announce: Announce | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
+        """`passive` (settings.passive) and `probe` (settings.probe: the peer comparison) set
+        the production evidence (O8, routing/passive_watch.py); `announce` tells a suspect
+        provider (the Prefect event, routing/suspect_events.py)."""
         self.catalog = catalog
         self.upstream = upstream
         self.ignore_source = ignore_source
@@ -151,12 +158,17 @@ class Router:
         self.sleep = sleep
         self.rand = rand
         self.health = HealthBook()
-        self.outcomes = Outcomes(self.breakers, self.health, self.metrics, events, clock)
         # `floor`: the quarantine's capacity floor (settings.policy.floor) for exclusions
+        floor = PolicyConfig().floor if floor is None else floor
         self.listings = listings
-        self.steering = Steering(
-            self.breakers, listings, PolicyConfig().floor if floor is None else floor
+        self.passive = PassiveWatch(
+            passive or PassiveConfig(), probe or ProbeConfig(), floor=floor, listings=listings,
+            sink=events, metrics=self.metrics, announce=announce, clock=clock,
+        )  # fmt: skip
+        self.outcomes = Outcomes(
+            self.breakers, self.health, self.metrics, events, clock, self.passive
         )
+        self.steering = Steering(self.breakers, listings, floor, self.passive.ejections)
         self.latency = LatencyBook(self.config)
         self.planner = Planner(
             self.breakers, self.health, self.steering, self.latency, self.config, self.allowances

@@ -14,6 +14,11 @@ open time is over, one request is let through to it (a half-open probe, given ba
 another provider served). Exclusions never go below the quarantine's capacity floor
 (`floor` endpoints left, `settings.policy.floor`) and need the listing: without one no
 provider is excluded, and every verdict goes to the route's own circuit as before.
+
+Ejections (SPEC O8, `routing/ejection.py`): a provider the gateway found suspect from
+production traffic joins every request's `provider.ignore` of its model while its ejection
+lasts, after the quarantine's list and the request's own exclusions, and only as far as the
+floor allows for that request.
 """
 
 from __future__ import annotations
@@ -21,16 +26,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from routing.breaker import BreakerBoard, CircuitStatus
+from routing.ejection import EjectionBook
 from routing.listing import ListingBook
 from routing.providers import ListedEndpoint, allowed, exclusion, provider_key, tag_of
 from routing.routes import Route
 
 
 class Steering:
-    def __init__(self, breakers: BreakerBoard, listings: ListingBook | None, floor: int) -> None:
+    def __init__(
+        self,
+        breakers: BreakerBoard,
+        listings: ListingBook | None,
+        floor: int,
+        ejections: EjectionBook | None = None,
+    ) -> None:
         self.breakers = breakers
         self.listings = listings
         self.floor = floor
+        self.ejections = ejections
 
     def endpoints(self, route: Route) -> tuple[ListedEndpoint, ...]:
         return self.listings.endpoints(route.model) if self.listings is not None else ()
@@ -42,10 +55,17 @@ class Steering:
     def ignore_for(
         self, route: Route, scope: str, ignore: Iterable[str], excluded: Iterable[str], now: float
     ) -> tuple[list[str], tuple[str, ...]]:
-        """The attempt's `provider.ignore`: the quarantine's, the request's exclusions, and
-        the providers whose circuit is open (above the floor); plus the half-open provider
-        circuits admitted as this attempt's probes (the caller gives them back)."""
+        """The attempt's `provider.ignore`: the quarantine's, the request's exclusions, the
+        providers the gateway ejected (production evidence, O8) and those whose circuit is
+        open, each above the floor; plus the half-open provider circuits admitted as this
+        attempt's probes (the caller gives them back)."""
         out = sorted(set(ignore) | set(excluded))
+        for ejection in self.ejections.ejected(route.model, now) if self.ejections else ():
+            tags = exclusion(
+                self.endpoints(route), self._base_ignore(route, out), ejection.provider, self.floor
+            )
+            if tags is not None:
+                out = sorted(set(out) | set(tags))
         probes: list[str] = []
         names = sorted({e.provider_name for e in allowed(self.endpoints(route), out)})
         for name in names:

@@ -94,6 +94,11 @@ class Cluster:
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", options, "-w",
                   "-t", "60", "start")  # fmt: skip
 
+    @property
+    def pid(self) -> int:
+        """The postmaster's process id (its backends are its children)."""
+        return int((self.data / "postmaster.pid").read_text().split()[0])
+
     def create_database(self, name: str) -> None:
         self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, name)
 

@@ -33,7 +33,7 @@ def test_installed_entry_point_outside_checkout(tmp_path: Path) -> None:
     assert cli.returncode == 0, cli.stderr[-2000:]
     assert help_commands(cli.stdout) == {
         "round", "triage", "status", "ignore", "lift", "history", "report", "exclude", "server",
-        "serve", "demo", "gateway", "fleet", "clock", "lock", "served",
+        "serve", "demo", "gateway", "fleet", "clock", "lock", "ledger", "served",
     }  # fmt: skip
 
 

@@ -7,6 +7,7 @@
     gateway  gateway serve|report           demo     demo
     served   served (which provider served a request)
     clock    clock reset                    lock     lock status|release
+    ledger   ledger prune (retention)
     fleet    fleet serve (the fleet's own CLI, `fleet/cli.py`)
 
 `--help` pages show flags without a type (`canary/cli/help.py`); `canary --version` prints
@@ -29,6 +30,7 @@ from canary.cli import (
     exclude,
     gateway,
     history,
+    ledger,
     lock,
     report,
     rounds,
@@ -61,6 +63,7 @@ app.add_typer(demo.app)
 app.add_typer(gateway.app, name="gateway", help="The OpenAI-compatible routing gateway.")
 app.add_typer(clock.app, name="clock")
 app.add_typer(lock.app, name="lock")
+app.add_typer(ledger.app, name="ledger")
 app.add_typer(fleet_app, name="fleet", help="The local OpenRouter-compatible provider fleet.")
 
 

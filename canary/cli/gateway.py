@@ -29,7 +29,9 @@ def serve(
         False, "--no-events", help="Do not write request/attempt events to the ledger."
     ),
     no_quarantine: bool = typer.Option(
-        False, "--no-quarantine", help="Demo/bench only: pass no provider.ignore (no Prefect API)."
+        False,
+        "--no-quarantine",
+        help="Demo/bench only: pass no provider.ignore and send no events (no Prefect API).",
     ),
     log_level: str = typer.Option("warning", "--log-level"),
 ) -> None:
@@ -52,8 +54,9 @@ def serve(
 
         source = static_source() if no_quarantine else None
         router = build_router(
-            settings, contracts_dir=contracts, events=not no_events, ignore_source=source
-        )
+            settings, contracts_dir=contracts, events=not no_events, ignore_source=source,
+            suspect_events=not no_quarantine,
+        )  # fmt: skip
     except ContractError as exc:
         exit_with_error(str(exc), BAD_INPUT)
     application = create_app(router, settings.gateway)

@@ -21,7 +21,8 @@ def status_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Where each endpoint of a model stands: suspended, shadow-suspended, excluded or active,
-    until when, its ladder rung, streaks and last round, and why it is out of traffic."""
+    until when, its ladder rung, streaks and last round, and why it is out of traffic; then
+    the gateways' local ejections in force (from the ledger)."""
     from canary.cli.preflight import check_model_id
 
     settings = settings_or_exit()
@@ -34,14 +35,46 @@ def status_cmd(
         return await astatus(target, utc_now())
 
     status = run_with_api(settings, go)
+    gateway, unread = gateway_ejections(settings.resolved_ledger_url, target)
     if as_json:
-        typer.echo(json.dumps(status.to_json(), indent=2))
+        typer.echo(json.dumps({**status.to_json(), "gateway_ejections": gateway}, indent=2))
         return
     from canary.cli.tables import print_status
 
     print_status(status.to_json())
-    for warning in status.warnings:
+    print_gateway(gateway)
+    for warning in [*status.warnings, *unread]:
         typer.echo(f"warning: {warning}", err=True)
+
+
+def gateway_ejections(url: str, model: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The gateway's local ejections of `model` in force now (SPEC O8), as the gateways
+    recorded them in the ledger they write; and a warning when it cannot be read."""
+    from routing.passive_ledger import active_ejections
+
+    try:
+        rows = active_ejections(url, model, utc_now())
+    except Exception as exc:  # the quarantine's own status stands without it
+        return [], [f"gateway ejections unreadable from the ledger ({type(exc).__name__})"]
+    return [
+        {"tag": r.tag, "provider": r.provider, "reason": r.reason, "times": r.times,
+         "since": r.at.isoformat(), "until": r.until.isoformat() if r.until else None,
+         "evidence": r.evidence, "gateway": r.gateway}
+        for r in rows
+    ], []  # fmt: skip
+
+
+def print_gateway(rows: list[dict[str, Any]]) -> None:
+    """Each ejection in two lines of at most 80 columns."""
+    if not rows:
+        return
+    typer.echo("")
+    typer.echo("ejected by a gateway (production evidence; that gateway's memory only):")
+    for r in rows:
+        until = (r["until"] or "")[11:19]
+        typer.echo(f"  {r['tag'] or r['provider']}  until {until}Z  {r['reason']}"
+                   f" (#{r['times']})  {r['gateway'][:24]}")  # fmt: skip
+        typer.echo(f"    {r['evidence'][:74]}")
 
 
 @app.command("ignore")

@@ -87,6 +87,7 @@ def test_o3_status_shows_state_layer_until_last_round_and_why(canary_env: FleetH
         ["gateway", "serve"],
         ["gateway", "report"],
         ["served"],
+        ["ledger", "prune"],
         ["fleet", "serve"],
     ],
 )

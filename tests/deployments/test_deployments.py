@@ -49,3 +49,14 @@ def test_o6_shipped_prefect_yaml_is_current_for_the_default_model() -> None:
 
     shipped = (Path(__file__).parents[2] / "deployments" / "prefect.yaml").read_text()
     assert shipped == render(Settings(_env_file=None, mode="observe"))
+
+
+def test_o9_the_ledger_is_pruned_once_a_day_by_a_deployment_of_its_own() -> None:
+    """One `ledger-prune` deployment for all models, daily at 05:30 UTC, without a window of
+    its own (the run reads CANARY_LEDGER__RETENTION_DAYS), one run at a time."""
+    deployments = {d.name: d for d in build_deployments(_settings())}
+    prune = deployments["ledger-prune"]
+    [schedule] = prune.schedules
+    assert schedule.schedule.cron == "30 5 * * *"
+    assert prune.parameters == {} and prune.concurrency_limit == 1
+    assert prune.entrypoint.endswith("flows/retention.py:prune_ledger")

@@ -17,6 +17,8 @@ from ground.settings import (
     BreakerConfig,
     BudgetConfig,
     GatewayConfig,
+    LedgerConfig,
+    PassiveConfig,
     PolicyConfig,
     ProbeConfig,
     RoutingConfig,
@@ -33,6 +35,8 @@ CONFIGS: dict[str, type[BaseModel]] = {
     "allowances": Allowances,
     "gateway": GatewayConfig,
     "budget": BudgetConfig,
+    "ledger": LedgerConfig,
+    "passive": PassiveConfig,
 }
 # the fleet is a world of its own: its knobs are its scenario's, not the canary's
 APART = {"fleet"}
