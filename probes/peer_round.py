@@ -71,6 +71,9 @@ CHECKS: dict[str, tuple[Contract, str]] = {
 PEERS_ONLY = frozenset({"trigger_missed", "trigger_spurious"})
 # checks of a few requests whose verdict is one trial against the peers (as C6's probe)
 SINGLE_TRIALS = frozenset({"tools_none", "tools_result"})
+# a model-level finding of these passes: every host naming the same other model is the
+# aggregator's or the model's naming (an alias, a canonical id), nothing unknown of a host
+SHARED_PASSES = frozenset({"served_model"})
 _JUDGED = (OutcomeStatus.PASS, OutcomeStatus.FAIL)
 
 
@@ -195,14 +198,18 @@ def _observations(
     return obs
 
 
-def _rewrite(o: Outcome, v: PeerVerdict) -> Outcome:
+def _rewrite(o: Outcome, v: PeerVerdict, *, shared_passes: bool = False) -> Outcome:
+    """The outcome after its peer decision: a failure that is not an outlier (nor
+    underpowered) becomes INCONCLUSIVE with the decision as its reason, or, with
+    `shared_passes`, a PASS when every host shares it (the model's naming, not a defect)."""
     evidence = {**o.evidence, "peer": v.evidence()}
     if o.status is not OutcomeStatus.FAIL or v.decision.fails:
         return o.model_copy(update={"evidence": evidence})
     evidence["absolute_reason"] = o.reason
+    shared = shared_passes and v.decision is PeerDecision.MODEL_LEVEL
     return o.model_copy(
         update={
-            "status": OutcomeStatus.INCONCLUSIVE,
+            "status": OutcomeStatus.PASS if shared else OutcomeStatus.INCONCLUSIVE,
             "reason": v.decision.value,
             "evidence": evidence,
         }
@@ -295,9 +302,15 @@ def _apply(
             if tag in completion:
                 judged[tag].append(_rewrite(completion[tag], v))
             continue
+        if name in PEERS_ONLY:
+            judged[tag] = [_rewrite_peers_only(o, v) if _is_check(o, name) else o for o in judged[tag]]  # fmt: skip
+            continue
         if name in CHECKS:
-            rewrite = _rewrite_peers_only if name in PEERS_ONLY else _rewrite
-            judged[tag] = [rewrite(o, v) if _is_check(o, name) else o for o in judged[tag]]
+            shared = name in SHARED_PASSES
+            judged[tag] = [
+                _rewrite(o, v, shared_passes=shared) if _is_check(o, name) else o
+                for o in judged[tag]
+            ]
             continue
         # "start" comes first: its only START outcome yet is the share verdict
         contract = Contract.START if name == "start" else _SINGLE[name]

@@ -191,3 +191,20 @@ def test_c10_a_shared_broken_parser_does_not_hide_another_host() -> None:
     sets["half"] = [_check("half", "bad_arguments", 6, 12)]
     [half] = _round(sets)["half"]
     assert (half.status, half.evidence["peer"]["peers"], half.evidence["peer"]["decision"]) == (S.FAIL, "0/168", "outlier")  # fmt: skip
+
+
+def test_c12_every_host_naming_the_same_other_model_is_the_naming_not_a_defect() -> None:
+    """C12: when most hosts name another model than the listing's (an alias, a canonical
+    id), the model-level finding passes them (no host is left unjudged for ever); one host
+    naming another model among hosts that name the one asked for fails."""
+
+    def named(tag: str, k: int) -> Outcome:
+        replies = [Outcome(contract=Contract.STREAM, status=S.FAIL if i < k else S.PASS, reason="served_model_mismatch" if i < k else "ok") for i in range(8)]  # fmt: skip
+        return share_verdict(
+            replies, Contract.STREAM, Bar(3, 2, 0.15), check="served_model", tag=tag
+        )
+
+    shared = _round({f"h{i}": [named(f"h{i}", 8)] for i in range(5)})
+    assert all((o.status, o.reason) == (S.PASS, "model_level") for items in shared.values() for o in items)  # fmt: skip
+    one = _round({"swap": [named("swap", 8)], **{f"h{i}": [named(f"h{i}", 0)] for i in range(5)}})
+    assert (one["swap"][0].status, one["swap"][0].reason) == (S.FAIL, "served_model_mismatch")
