@@ -112,7 +112,7 @@ async def probe_and_judge(
     )
     by_tag = {c.tag: c for c in chains}
     results = {e.tag: by_tag[e.tag].result for e in plan.targets}  # plan order from here on
-    outcomes = {t: list(r.outcomes.values()) for t, r in results.items()}
+    outcomes = {t: r.all_outcomes for t, r in results.items()}
     confirmations = {
         e.tag: by_tag[e.tag].confirmations for e in plan.targets if by_tag[e.tag].confirmations
     }

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from ground.settings import load_settings
-from probes.peer_round import PEER_OUTLIER, PeerRound, judge_with_peers
+from probes.peer_round import PEER_OUTLIER, SLOW_OUTPUT, PeerRound, judge_with_peers
 from probes.probeset import ProbeSetResult
 from probes.types import Contract, Outcome
 
@@ -24,10 +24,15 @@ def compare_with_peers(
 
 
 def observe_only_reasons() -> frozenset[str]:
-    """Failure reasons the round records but does not count (settings decide)."""
-    if load_settings().probe.start_peer_outlier_enforce:
-        return frozenset()
-    return frozenset({f"{Contract.START.value}:{PEER_OUTLIER}"})
+    """Failure reasons the round records but does not count (settings decide): start
+    fingerprints unlike the peers' and output far slower than the peers'."""
+    probe = load_settings().probe
+    observed = set()
+    if not probe.start_peer_outlier_enforce:
+        observed.add(f"{Contract.START.value}:{PEER_OUTLIER}")
+    if not probe.slow_output_enforce:
+        observed.add(f"{Contract.STREAM.value}:{SLOW_OUTPUT}")
+    return frozenset(observed)
 
 
 def finding_lines(peers: PeerRound | None) -> list[str]:

@@ -111,7 +111,7 @@ async def pinned_probes(
         probing = rotation.get(endpoint.tag) if rotation else None
         async with gate:
             result = await probe_set(endpoint, locale, start_locale, config, probing)
-        outcomes = list(result.outcomes.values())
+        outcomes = result.all_outcomes
         logger.info("probed %s [%s]: %s", endpoint.tag, locale, brief(outcomes))
         if not language_failures({endpoint.tag: outcomes}):
             return Chain(endpoint.tag, result, [])

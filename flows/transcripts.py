@@ -27,14 +27,38 @@ TRANSCRIPTS_PER_ENDPOINT = 8
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _TEXT_CONTRACTS = {Contract.LANGUAGE, Contract.REFUSAL, Contract.START}
 
-# which requests show the failure of a contract
+# which requests show the failure of a contract (TOOLS and STREAM: the failing replies
+# their evidence names, `_named`)
 _SHOWN_BY: dict[Contract, set[Contract]] = {
     Contract.LANGUAGE: {Contract.LANGUAGE},
     Contract.REFUSAL: {Contract.REFUSAL},
     Contract.STRUCTURED: {Contract.STRUCTURED},
     Contract.START: _TEXT_CONTRACTS,
     Contract.LATENCY: _TEXT_CONTRACTS,
+    Contract.TOOLS: set(),
+    Contract.STREAM: set(),
 }
+
+
+def _named(outcomes: Sequence[Outcome]) -> set[str]:
+    """Request ids of the failing replies a failing outcome's evidence names."""
+    named: set[str] = set()
+    for o in outcomes:
+        items = o.evidence.get("failed") if o.status is OutcomeStatus.FAIL else None
+        if isinstance(items, list):  # a share check's failing replies (latency's is a count)
+            named |= {
+                str(i["request_id"]) for i in items if isinstance(i, dict) and i.get("request_id")
+            }
+    return named
+
+
+def _calls(t: Transcript) -> list[str]:
+    """A tool reply's calls and what did not fit, one line."""
+    if not t.tool_calls and not t.tool_delta_problems:
+        return []
+    calls = ", ".join(f"`{c.name}({c.arguments[:120]})`" for c in t.tool_calls) or "none"
+    problems = "; ".join(t.tool_delta_problems)
+    return [f"tool calls: {calls}" + (f"; deltas: {problems}" if problems else ""), ""]
 
 
 def _fence(text: str) -> str:
@@ -65,14 +89,16 @@ def _shown(t: Transcript, scrub: Scrubber) -> list[str]:
         if t.error
         else ""
     )
+    probe = f" ({t.probe})" if t.probe else ""
     return [
-        f"#### {t.contract.value} `{t.request_id}`",
+        f"#### {t.contract.value}{probe} `{t.request_id}`",
         "",
-        f"HTTP {t.http_status}, served by `{t.served_by}`, TTFT {ttft}, finish "
-        f"`{t.finish_reason}`, {len(t.text)} chars"
+        f"HTTP {t.http_status}, served by `{t.served_by}` as model `{t.served_model}`, TTFT "
+        f"{ttft}, finish `{t.finish_reason}`, {len(t.text)} chars"
         + (f", transport `{t.transport_error}`" if t.transport_error else "")
         + (f", error {error}" if error else ""),
         "",
+        *[scrub(line) for line in _calls(t)],
         fence,
         text or "(no text)",
         fence,
@@ -105,7 +131,10 @@ def failing_transcripts_markdown(
         blocks = [["", f"## `{tag}`", ""]]
         blocks[0] += [f"- {line}" for line in evidence_lines(outcomes.get(tag, ()))]
         blocks[0].append("")
-        shown = [t for t in transcripts.get(tag, ()) if t.contract in wanted]
+        named = _named(outcomes.get(tag, ()))
+        shown = [
+            t for t in transcripts.get(tag, ()) if t.contract in wanted or t.request_id in named
+        ]
         blocks += [_shown(t, scrub) for t in shown[:TRANSCRIPTS_PER_ENDPOINT]]
         for block in blocks:
             text = "\n".join(block)

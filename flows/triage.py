@@ -70,7 +70,7 @@ async def triage(
     for _ in range(repeats):
         result = await tasks.probe_endpoint(endpoint, locale)
         transcripts += [t for t in result.transcripts if t.contract in wanted]
-        outcomes += [o for o in result.outcomes.values() if o.contract in wanted]
+        outcomes += [o for o in result.all_outcomes if o.contract in wanted]
     key = f"canary-triage-{model_slug(model)}"
     await acreate_markdown_artifact(
         key=key,

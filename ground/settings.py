@@ -74,7 +74,7 @@ def _split_csv(value: object) -> object:
 
 
 class ProbeConfig(BaseModel):
-    """How the canary probes an endpoint and compares it with its peers (SPEC C2-C9); the
+    """How the canary probes an endpoint and compares it with its peers (SPEC C2-C12); the
     object `probes.client.ProbeClient`, `probes.probeset.run_probe_set` and the round's peer
     step take whole."""
 
@@ -118,6 +118,51 @@ class ProbeConfig(BaseModel):
         default=False, description="Count `start:peer_outlier` as a failure (else evidence only)."
     )
     concurrency: int = Field(default=8, ge=1, description="Probe sets of a round at once.")
+    tool_samples: int = Field(
+        default=12,
+        ge=0,
+        description="C10: required tool calls per endpoint and round (issue 22 power).",
+    )
+    tool_check_samples: int = Field(
+        default=4,
+        ge=0,
+        description="C10: `tool_choice: none` requests and tool-result round trips, each.",
+    )
+    tool_trigger_samples: int = Field(
+        default=3, ge=0, description="C10: requests of each `auto` prompt (trigger rates)."
+    )
+    tool_max_tokens: int = Field(default=200, gt=0, description="`max_tokens` of a tool probe.")
+    tool_concurrency: int = Field(
+        default=8, ge=1, description="Tool requests of one probe set in flight at once."
+    )
+    tool_failure_share: float = Field(
+        default=0.25, gt=0, le=1, description="C10: share of failing tool calls that fails a host."
+    )
+    trigger_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="C10: share of `auto` replies against the prompt that puts a host above the "
+        "bar (then judged against its peers only).",
+    )
+    stream_buffered_min_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="C12: a reply sent at once after at least this much silence is buffered.",
+    )
+    slow_output_ratio: float = Field(
+        default=0.25,
+        gt=0,
+        lt=1,
+        description="C12: output speed below this share of the peers' median is slow.",
+    )
+    slow_output_enforce: bool = Field(
+        default=False, description="Count `stream:slow_output` as a failure (else evidence only)."
+    )
+    disable_reasoning: bool = Field(
+        default=False,
+        description="Send `reasoning: {enabled: false}` to endpoints advertising `reasoning`.",
+    )
 
     @property
     def max_connections(self) -> int:

@@ -13,7 +13,11 @@
   metadata dialects), `Retry-After`, in-band error chunk, `[DONE]`, usage,
   `served_by`, TTFT and the transport error are data in the `Transcript`.
 - TTFT is the first non-empty content delta on a monotonic clock started just
-  before the request is sent; SSE comments (keep-alives) never count (C3).
+  before the request is sent; SSE comments (keep-alives) never count (C3). The first
+  output of any kind (content, reasoning, a tool call) ends the wait for the first token.
+- Tool probes carry `tools` / `tool_choice` (and `require_parameters`); tool-call deltas,
+  reasoning fields, chunk times and the reply's `model` are facts in the `Transcript`
+  (probes/decode.py `StreamRecorder`).
 - Bounds (`ground.settings.ProbeConfig`, taken whole): no text within
   `ttft_threshold_s` → give up (`gave_up_waiting`, or a
   `read_timeout` transport error when not even headers came); total time
@@ -266,8 +270,13 @@ class ProbeClient:
         response_format: dict[str, Any] | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The exact JSON body of a pinned probe request (`max_tokens` default: the config's)."""
+        """The exact JSON body of a pinned probe request (`max_tokens` default: the config's).
+        A body that needs a parameter (a response format, tools) also requires it of the
+        endpoint (`require_parameters`), so a pinned host that cannot honour it refuses
+        instead of silently dropping it."""
         provider: dict[str, Any] = {"only": [endpoint.tag], "allow_fallbacks": False}
         body: dict[str, Any] = {
             "model": endpoint.model_id,
@@ -281,7 +290,19 @@ class ProbeClient:
         if response_format is not None:
             body["response_format"] = response_format
             provider["require_parameters"] = True
+        if tools is not None:
+            body["tools"] = tools
+            provider["require_parameters"] = True
+            if tool_choice is not None:
+                body["tool_choice"] = tool_choice
+        if self.disables_reasoning(endpoint):
+            body["reasoning"] = {"enabled": False}
         return body
+
+    def disables_reasoning(self, endpoint: Endpoint) -> bool:
+        """The probes ask for no reasoning (`ProbeConfig.disable_reasoning`) where the
+        endpoint advertises the `reasoning` parameter."""
+        return self.config.disable_reasoning and "reasoning" in endpoint.supported_parameters
 
     async def probe(
         self,
@@ -293,14 +314,21 @@ class ProbeClient:
         response_format: dict[str, Any] | None = None,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+        probe: str | None = None,
+        expect: str | None = None,
     ) -> Transcript:
-        """Send one pinned streaming request and record everything it produced."""
+        """Send one pinned streaming request and record everything it produced (`probe` and
+        `expect` are the tool probes' labels, kept in the transcript for the judge)."""
         body = self.request_body(
             endpoint,
             messages,
             response_format=response_format,
             max_tokens=max_tokens,
             temperature=temperature,
+            tools=tools,
+            tool_choice=tool_choice,
         )
         transcript = Transcript(
             request_id=uuid.uuid4().hex,
@@ -309,6 +337,9 @@ class ProbeClient:
             pinned_provider=endpoint.provider_name,
             contract=contract,
             locale=locale,
+            probe=probe,
+            expect=expect,
+            reasoning_disabled="reasoning" in body,
         )
         recorder = StreamRecorder(transcript, scrub=self._scrub)
         started = time.perf_counter()
@@ -348,6 +379,7 @@ class ProbeClient:
             async with asyncio.timeout_at(first_deadline) as scope:
                 response = await self._client.send(request, stream=True)
                 got_headers = True
+                t.headers_s = time.perf_counter() - started
                 try:
                     await self._consume(response, t, recorder, started, scope, loop_start)
                 finally:
@@ -355,7 +387,7 @@ class ProbeClient:
         except TimeoutError:
             if not got_headers:
                 t.transport_error = TransportCode.READ_TIMEOUT
-            elif not recorder.has_text:
+            elif not recorder.has_output:
                 t.gave_up_waiting = True
             else:
                 t.time_limit_hit = True
@@ -393,7 +425,7 @@ class ProbeClient:
         try:
             async for chunk in response.aiter_bytes():
                 t.bytes_received += len(chunk)
-                had_text = recorder.has_text
+                had_output = recorder.has_output
                 for item in parser.feed(chunk):
                     if isinstance(item, Comment):
                         t.keepalives += 1
@@ -401,8 +433,10 @@ class ProbeClient:
                         recorder.data(item.data, time.perf_counter() - started)
                     if t.done:
                         break
-                if not had_text and recorder.has_text:
+                if not had_output and recorder.has_output:
                     scope.reschedule(loop_start + self.config.total_timeout_s)
+                elif not recorder.has_output:
+                    t.idle_read_s = time.perf_counter() - started  # read, and nothing came yet
                 if t.done:
                     break
                 if t.bytes_received > self.config.max_bytes:

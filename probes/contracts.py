@@ -30,15 +30,18 @@ __all__ = [
 
 
 def judge_latency(t: Transcript, threshold_s: float) -> Outcome:
-    """C3: fail when an established stream produced no text within `threshold_s`."""
+    """C3: fail when an established stream produced no output within `threshold_s` (its
+    first content, or reasoning in the stream's reasoning fields: never content, but the
+    stream has started)."""
     c = Contract.LATENCY
     if t.misrouted:
         return outcome(t, c, OutcomeStatus.MISROUTED, "misrouted", pinned=t.pinned_provider)
     unverified = classify_transport(t, c) if t.provider_unverified else None
     if unverified is not None:  # provider_unverified (or a transport problem): never a pass
         return unverified
-    if t.ttft_s is not None:
-        if t.ttft_s > threshold_s:
+    first = t.first_token_s  # reasoning streamed in its own fields is output too (C11)
+    if first is not None:
+        if first > threshold_s:
             return outcome(t, c, OutcomeStatus.FAIL, "slow_first_token", threshold_s=threshold_s)
         return outcome(t, c, OutcomeStatus.PASS, "first_token_in_time", threshold_s=threshold_s)
     if t.gave_up_waiting and t.http_status == 200:

@@ -18,6 +18,7 @@ strings by discovery).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
@@ -25,6 +26,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from probes.prompts import prompt_for
+from probes.tools import TOOLS, tool_probes
 from probes.types import Contract, Pricing, Transcript
 from wire.chunks import usage_cost, usage_tokens
 
@@ -59,12 +61,20 @@ def listing_usd(pricing: Pricing, prompt_tokens: float, completion_tokens: float
 
 
 def prompt_tokens_estimate(contract: Contract, locale: str | None) -> int:
-    """The prompt tokens of a probe request, estimated from its messages' characters."""
+    """The prompt tokens of a probe request, estimated from its messages' characters (a tool
+    request: a forced call's messages and the function definitions it carries)."""
+    extra = 0
     try:
-        messages = prompt_for(contract, locale or "en")
-    except (KeyError, ValueError):  # an unknown locale or a contract without a prompt
+        if contract is Contract.TOOLS:
+            messages = list(
+                tool_probes(locale or "en", samples=1, checks=0, triggers=0)[0].messages
+            )
+            extra = len(json.dumps(TOOLS))
+        else:
+            messages = prompt_for(contract, locale or "en")
+    except (KeyError, ValueError, OSError):  # an unknown locale or a contract without a prompt
         messages = prompt_for(Contract.LANGUAGE, "en")
-    chars = sum(len(str(m.get("content", ""))) for m in messages)
+    chars = sum(len(str(m.get("content", ""))) for m in messages) + extra
     return math.ceil(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * len(messages)
 
 

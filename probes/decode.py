@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from probes.tool_deltas import ToolDeltas
 from probes.types import Endpoint, Pricing, Transcript
 from wire import jsonio
 from wire.chunks import provider_of, usage_of
@@ -84,6 +85,7 @@ def _endpoint(row: dict[str, Any], model_id: str, scrub: Scrubber) -> Endpoint:
     if not isinstance(params, list):
         raise ValueError("supported_parameters must be a list")
     quantization = row.get("quantization")
+    throughput = row.get("throughput_last_30m")
     return Endpoint(
         model_id=text(row.get("model_id") or model_id),
         tag=text(tag),
@@ -103,24 +105,58 @@ def _endpoint(row: dict[str, Any], model_id: str, scrub: Scrubber) -> Endpoint:
         ),
         uptime_last_30m=row.get("uptime_last_30m"),
         latency_p50_ms=latency.get("p50") if isinstance(latency, dict) else None,
+        throughput_p50_tps=_p50(throughput),
+        tool_choices=_tool_choices(row.get("supports_tool_choice")),
     )
+
+
+def _p50(value: Any) -> float | None:
+    """`p50` of a percentile object when it is a finite number (the listing may say null)."""
+    p50 = value.get("p50") if isinstance(value, dict) else None
+    if isinstance(p50, bool) or not isinstance(p50, int | float) or not math.isfinite(p50):
+        return None
+    return float(p50)
+
+
+_TOOL_CHOICES = ("auto", "none", "required", "function")
+
+
+def _tool_choices(value: Any) -> tuple[str, ...] | None:
+    """The `tool_choice` values `supports_tool_choice` marks true; None when it is absent
+    or not an object (then nothing is known and every value is tried)."""
+    if not isinstance(value, dict):
+        return None
+    return tuple(c for c in _TOOL_CHOICES if value.get(c) is True)
 
 
 class StreamRecorder:
     """Folds decoded stream chunks (`data:` JSON objects) into a Transcript.
 
     Pure: the caller passes `elapsed_s` (monotonic seconds since the request was
-    sent) with each chunk; the first non-empty content delta sets `ttft_s`.
+    sent) with each chunk; the first non-empty content delta sets `ttft_s`, the last one
+    `last_content_s`. Tool-call deltas are assembled per `index` (`probes.tool_deltas`);
+    reasoning (`delta.reasoning`, `reasoning_details`) is counted, never content. The reply's
+    `model` is kept as `served_model`.
     """
 
     def __init__(self, transcript: Transcript, *, scrub: Scrubber = NO_SECRET) -> None:
         self.t = transcript
         self.scrub = scrub
         self._parts: list[str] = []
+        self._tools = ToolDeltas()
 
     @property
     def has_text(self) -> bool:
         return bool(self._parts)
+
+    @property
+    def has_output(self) -> bool:
+        """Content, reasoning or a tool call arrived: the stream has started (C3)."""
+        return self.first_output_s is not None
+
+    @property
+    def first_output_s(self) -> float | None:
+        return self.t.first_token_s
 
     def data(self, payload: str, elapsed_s: float) -> None:
         """One SSE `data:` payload (a JSON chunk or `[DONE]`)."""
@@ -138,13 +174,7 @@ class StreamRecorder:
         self.chunk(chunk, elapsed_s)
 
     def chunk(self, chunk: dict[str, Any], elapsed_s: float) -> None:
-        provider = provider_of(chunk, self.scrub)
-        if provider is not None and (
-            self.t.served_by is None or self.t.served_by == self.t.pinned_provider
-        ):
-            self.t.served_by = provider  # keep the first one that disagrees with the pin
-        if self.t.generation_id is None and isinstance(chunk.get("id"), str):
-            self.t.generation_id = upstream_text(chunk["id"], self.scrub, 200)  # scrub, then cut
+        self._identity(chunk)
         if chunk.get("error"):
             self.t.error = parse_error(chunk, in_band=self.t.http_status == 200, scrub=self.scrub)
         usage = usage_of(chunk)
@@ -158,11 +188,43 @@ class StreamRecorder:
         if not isinstance(delta, dict):
             delta = choice.get("message")  # a non-streaming body
         if isinstance(delta, dict):
-            content = delta.get("content")
-            if isinstance(content, str) and content:
-                if not self._parts:
-                    self.t.ttft_s = elapsed_s
-                self._parts.append(content)
+            self._delta(delta, elapsed_s, streamed=isinstance(choice.get("delta"), dict))
+        self._finish(choice)
+
+    def _identity(self, chunk: dict[str, Any]) -> None:
+        """Who served (`provider`), the generation id and the model named (C2, C12)."""
+        provider = provider_of(chunk, self.scrub)
+        if provider is not None and (
+            self.t.served_by is None or self.t.served_by == self.t.pinned_provider
+        ):
+            self.t.served_by = provider  # keep the first one that disagrees with the pin
+        if self.t.generation_id is None and isinstance(chunk.get("id"), str):
+            self.t.generation_id = upstream_text(chunk["id"], self.scrub, 200)  # scrub, then cut
+        model = chunk.get("model")
+        if self.t.served_model is None and isinstance(model, str) and model:
+            self.t.served_model = upstream_text(model, self.scrub, 200)
+
+    def _delta(self, delta: dict[str, Any], elapsed_s: float, *, streamed: bool) -> None:
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            if not self._parts:
+                self.t.ttft_s = elapsed_s
+                self.t.first_chunk_chars = len(content)
+            self._parts.append(content)
+            self.t.last_content_s = elapsed_s
+            self.t.content_chunks += 1
+        reasoning = reasoning_chars(delta)
+        if reasoning:
+            self.t.reasoning_chars += reasoning
+            if self.t.first_reasoning_s is None:
+                self.t.first_reasoning_s = elapsed_s
+        calls = delta.get("tool_calls")
+        if calls is not None:
+            if self.t.first_tool_s is None:
+                self.t.first_tool_s = elapsed_s
+            self._tools.feed(calls, streamed=streamed)
+
+    def _finish(self, choice: dict[str, Any]) -> None:
         if choice.get("finish_reason") is not None:
             self.t.finish_reason = upstream_text(choice["finish_reason"], self.scrub, 64)
         if choice.get("native_finish_reason") is not None:
@@ -176,4 +238,25 @@ class StreamRecorder:
 
     def finish(self) -> Transcript:
         self.t.text = valid_unicode(self.scrub("".join(self._parts)))  # no lone surrogates
+        self.t.tool_calls, self.t.tool_delta_problems = self._tools.assembled(self.scrub)
         return self.t
+
+
+def reasoning_chars(delta: dict[str, Any]) -> int:
+    """Characters of reasoning in one delta: `reasoning` (a string) and the text or summary
+    of each `reasoning_details` entry (encrypted entries carry `data`: counted as 1)."""
+    total = 0
+    reasoning = delta.get("reasoning")
+    if isinstance(reasoning, str):
+        total += len(reasoning)
+    details = delta.get("reasoning_details")
+    if isinstance(details, list):
+        for item in details[:64]:
+            if not isinstance(item, dict):
+                continue
+            text = item.get("text") or item.get("summary")
+            if isinstance(text, str) and text:
+                total += 0 if isinstance(reasoning, str) and reasoning else len(text)
+            elif item.get("data"):
+                total += 1
+    return total

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from probes.tool_evidence import tools_text
 from probes.types import Outcome
 
 BRIEF_CHARS = 34
@@ -88,9 +89,12 @@ def _start(status: str, reason: str, ev: Mapping[str, Any], brief: bool) -> str:
         return _transport(status, reason, ev)
     k, n = ev.get("anomalous", 0), ev.get("judged", 0)
     if brief:
-        return f"{k}/{n} anomalous starts"
-    heads = ev.get("anomalous_replies") or []
-    shown = ", ".join(f"`{_head(h.get('head'))}`" for h in heads if isinstance(h, Mapping))
+        what = (
+            _BRIEF_START.get(reason, "anomalous starts") if status == "fail" else "anomalous starts"
+        )
+        return f"{k}/{n} {what}"
+    heads = [h for h in ev.get("anomalous_replies") or [] if isinstance(h, Mapping)]
+    shown = ", ".join(f"`{_head(h.get('head'))}`" for h in heads)
     kinds = ev.get("reasons") or {}
     kind_text = ", ".join(f"{r.replace('_', ' ')} {c}" for r, c in kinds.items())
     text = (
@@ -98,9 +102,39 @@ def _start(status: str, reason: str, ev: Mapping[str, Any], brief: bool) -> str:
     )
     if kind_text:
         text += f": {kind_text}"
-    if shown:
+    markers = sorted({f"{h['marker']}" for h in heads if h.get("marker")})
+    if markers:
+        text += f"; markers {', '.join(f'`{m}`' for m in markers)}"
+    leaks = [h.get("leak") for h in heads if h.get("leak")]
+    seen = [h.get("at") for h in heads if h.get("at")]
+    if leaks:
+        text += f"; the leak began {_quote(leaks[0], 40)}"
+    elif seen:
+        text += f"; first seen in {_quote(seen[0], 40)}"
+    elif shown:
         text += f"; began with {shown}"
-    return text
+    return text + _reasoning(ev.get("reasoning"))
+
+
+_BRIEF_START = {
+    "reasoning_leak": "reasoning leaks",
+    "bpe_markers": "BPE markers",
+    "literal_escapes": "literal escapes",
+}
+
+
+def _reasoning(reasoning: object) -> str:
+    """Reasoning outside the content (evidence only, C11)."""
+    if not isinstance(reasoning, Mapping):
+        return ""
+    parts = []
+    if reasoning.get("streamed_chars"):
+        parts.append(
+            f"{reasoning['streamed_chars']} chars of reasoning in its own fields (not content)"
+        )
+    if reasoning.get("tokens_while_disabled"):
+        parts.append(f"{reasoning['tokens_while_disabled']} reasoning tokens although disabled")
+    return "; " + "; ".join(parts) if parts else ""
 
 
 def _latency(status: str, reason: str, ev: Mapping[str, Any], ttft: object, brief: bool) -> str:
@@ -212,6 +246,42 @@ def _refusal(status: str, reason: str, ev: Mapping[str, Any], brief: bool) -> st
     return reason.replace("_", " ")
 
 
+def _stream(status: str, reason: str, ev: Mapping[str, Any], brief: bool) -> str:
+    if status in ("transport", "misrouted") and "judged" not in ev:
+        return _transport(status, reason, ev)
+    if reason == "slow_output":
+        if brief:
+            return f"{ev.get('output_cps')} vs peers {ev.get('peers_cps')} chars/s"
+        return (
+            f"output {ev.get('output_cps')} chars/s after the first token, {ev.get('ratio')} of "
+            f"the peers' median {ev.get('peers_cps')} (bar {ev.get('min_ratio')}); "
+            f"{ev.get('output_tps') or '?'} tokens/s, listed {ev.get('listed_tps') or '?'}"
+        )
+    k, n = ev.get("anomalous", 0), ev.get("judged", 0)
+    items = [i for i in ev.get("failed") or [] if isinstance(i, Mapping)]
+    if ev.get("check") == "served_model":
+        served = items[0].get("served_model") if items else None
+        if brief:
+            return f"served {served}" if served else f"{k}/{n} other model"
+        if not items:
+            return f"{n} replies named the model asked for"
+        asked = items[0].get("requested")
+        return f"{k} of {n} replies named `{served}`, asked `{asked}` (bar {ev.get('min_share')})"
+    if brief:
+        return f"{k}/{n} buffered"
+    text = f"{k} of {n} replies buffered (bar {ev.get('min_share')})"
+    if items:
+        first = items[0]
+        text += (
+            f": first token after {_secs(first.get('ttft_s'))}, all {first.get('chars')} chars "
+            f"within {first.get('spread_s')} s"
+        )
+    if ev.get("output_cps") is not None:
+        text += f"; output {ev['output_cps']} chars/s, {ev.get('output_tps') or '?'} tokens/s"
+        text += f" (listed {ev.get('listed_tps') or '?'})"
+    return text
+
+
 def _render(outcome: Outcome | Mapping[str, Any], brief: bool) -> str:
     o = _as_dict(outcome)
     contract, status = str(o.get("contract")), str(o.get("status"))
@@ -227,6 +297,14 @@ def _render(outcome: Outcome | Mapping[str, Any], brief: bool) -> str:
         text = _structured(status, reason, ev, brief)
     elif contract == "refusal":
         text = _refusal(status, reason, ev, brief)
+    elif contract == "tools":
+        text = (
+            _transport(status, reason, ev)
+            if status in ("transport", "misrouted")
+            else tools_text(status, reason, ev, brief)
+        )
+    elif contract == "stream":
+        text = _stream(status, reason, ev, brief)
     else:
         text = reason
     return _one_line(text, BRIEF_CHARS) if brief else _one_line(text, 400)

@@ -2,11 +2,15 @@
 
 Pure functions from a reply's text to an `Outcome` (contract START):
 
-    check_response_start(text, locale)  stray punctuation / foreign token fragment / template leak /
+    check_response_start(text, locale)  reasoning in the content (`reasoning_leak`, C11), or
+                                        stray punctuation / foreign token fragment / template leak /
                                         invisible bytes / broken emphasis before the text
     check_repetition(text)              repeated n-grams, runs and sentences (a loop)
     check_encoding(text, locale)        mojibake (ftfy), U+FFFD, control characters, mixed-script words
-    check_reply(text, locale)           the three above for one reply
+    check_decoding(text)                byte-level BPE markers (`bpe_markers`) and escape sequences
+                                        written out (`literal_escapes`) where text belongs
+    check_reply(text, locale)           the four above for one reply
+    worst_of(outcomes)                  the failure that names a reply best (reasoning, decoding first)
     judge_start_share(outcomes)         endpoint verdict over a round: a share, never one reply
 
 Every threshold is a module constant with the reason for its value; none is tuned per text.
@@ -24,6 +28,7 @@ from pathlib import Path
 from ftfy.badness import is_bad
 
 from ground.settings import ProbeConfig
+from probes.artefacts import bpe_markers, literal_escapes, reasoning_leak
 from probes.locale_spec import LocaleSpec, locale_spec
 from probes.start_fragments import fragment_start, invisible_start, leak_start
 from probes.textutil import (
@@ -99,12 +104,17 @@ START_CHARS = 600
 
 
 def check_response_start(text: str, locale: str) -> Outcome:
-    """Fail (`stray_start`) when the reply opens with stray punctuation, a token fragment,
-    a template leak, invisible bytes or broken emphasis (probes/start_fragments.py)."""
+    """Fail `reasoning_leak` when reasoning is in the content (probes/artefacts.py: the
+    first characters are the evidence), `stray_start` when the reply opens with stray
+    punctuation, a token fragment, a template leak, invisible bytes or broken emphasis
+    (probes/start_fragments.py)."""
     spec = locale_spec(locale)
     s = _lstrip_invisible(prepare(text)[:START_CHARS])
     if not s:
         return _out(OutcomeStatus.INCONCLUSIVE, "empty", locale, {})
+    leak = reasoning_leak(text)
+    if leak is not None:
+        return _out(OutcomeStatus.FAIL, "reasoning_leak", locale, leak.evidence())
     kind = (
         invisible_start(text) or leak_start(s) or _start_defect(s, spec) or fragment_start(s, spec)
     )
@@ -301,13 +311,52 @@ def check_encoding(text: str, locale: str) -> Outcome:
     return _out(OutcomeStatus.PASS, "ok", locale, sig)
 
 
+# ---- decoding artefacts -----------------------------------------------------------------------
+
+
+def check_decoding(text: str, locale: str) -> Outcome:
+    """Fail `literal_escapes` / `bpe_markers` when the text shows escape sequences written
+    out or byte-level BPE markers where text and whitespace belong (probes/artefacts.py)."""
+    if not prepare(text):
+        return _out(OutcomeStatus.INCONCLUSIVE, "empty", locale, {})
+    escapes = literal_escapes(text)
+    if escapes is not None:
+        return _out(OutcomeStatus.FAIL, "literal_escapes", locale, escapes.evidence("at"))
+    markers = bpe_markers(text)
+    if markers is not None:
+        return _out(OutcomeStatus.FAIL, "bpe_markers", locale, markers.evidence("at"))
+    return _out(OutcomeStatus.PASS, "ok", locale, {})
+
+
 # ---- per reply and per endpoint --------------------------------------------------------------
 
 
 def check_reply(text: str, locale: str) -> list[Outcome]:
-    """Start, repetition and encoding outcomes of one reply (in that order)."""
+    """Start, repetition, encoding and decoding outcomes of one reply (in that order)."""
     rep = check_repetition(text).model_copy(update={"locale": locale})
-    return [check_response_start(text, locale), rep, check_encoding(text, locale)]
+    return [
+        check_response_start(text, locale),
+        rep,
+        check_encoding(text, locale),
+        check_decoding(text, locale),
+    ]
+
+
+# A reply with reasoning in it or decoded wrongly also trips the rules that read its first
+# characters (`"*She…` of a JSON-encoded reply is a quote before Markdown): these reasons
+# name the defect, so they are the reply's reason when present.
+_NAMES_THE_DEFECT = ("reasoning_leak", "literal_escapes", "bpe_markers")
+
+
+def worst_of(outcomes: Sequence[Outcome]) -> Outcome:
+    """The failing outcome that names a reply's defect best (`_NAMES_THE_DEFECT` first, then
+    the first failing one), or the first outcome when none fails."""
+    failing = [o for o in outcomes if o.status is OutcomeStatus.FAIL]
+    for reason in _NAMES_THE_DEFECT:
+        named = next((o for o in failing if o.reason == reason), None)
+        if named is not None:
+            return named
+    return failing[0] if failing else outcomes[0]
 
 
 # One odd reply never fails a host: at least `start_anomaly_min_replies` judged replies, at
@@ -360,4 +409,6 @@ def stray_start_kind(text: str, locale: str) -> str | None:
     outcome = check_response_start(text, locale)
     if outcome.status is not OutcomeStatus.FAIL:
         return None
+    if outcome.reason == "reasoning_leak":
+        return "reasoning_leak"
     return str(outcome.evidence.get("kind") or "stray_start")

@@ -24,6 +24,12 @@ still says whether a host is *above the bar*. A host above the bar then gets one
                   within what its peers show -> not a failure (inconclusive).
 
 A host below the bar passes; its verdict is still recorded (k/n, p) as evidence.
+
+`pool_within_bar` (the contracts issue 22 added: tools, streams): the peers pooled for a host
+are only the other endpoints *below* the bar, so a defect several hosts share (a tool parser
+bundled by a few providers) does not raise the peers' rate and hide another broken host; with
+healthy peers nothing changes (a healthy peer is above a bar rarely). Whether a defect is the
+model's still counts every endpoint judged.
 """
 
 from __future__ import annotations
@@ -136,19 +142,21 @@ def compare_rates(
     *,
     alpha: float,
     min_effect: float,
+    pool_within_bar: bool = False,
 ) -> tuple[dict[str, PeerVerdict], ModelFinding | None]:
     """Each endpoint against the pooled others (see the module docstring).
 
     Endpoints without a judged trial (n == 0) are neither compared nor peers."""
     judged = {t: o for t, o in observations.items() if o.rate.n > 0}
-    total = sum((o.rate for o in judged.values()), Rate())
+    pooled = {t: o for t, o in judged.items() if not (pool_within_bar and o.above_bar)}
+    total = sum((o.rate for o in pooled.values()), Rate())
     m = len(judged)
     above = sorted(t for t, o in judged.items() if o.above_bar)
     shared = len(above) >= SHARED_MIN_HOSTS and 2 * len(above) > m
     verdicts: dict[str, PeerVerdict] = {}
     for tag, obs in sorted(judged.items()):
         host = obs.rate
-        peers = Rate(k=total.k - host.k, n=total.n - host.n)
+        peers = total if tag not in pooled else Rate(k=total.k - host.k, n=total.n - host.n)
         p = fisher_greater(host.k, host.n, peers.k, peers.n)
         p_adj = bonferroni(p, m)
         p_floor = bonferroni(fisher_greater(host.n, host.n, peers.k, peers.n), m)
@@ -179,7 +187,8 @@ def compare_rates(
     if shared:
         reasons = Counter(judged[t].reason or "failed" for t in above)
         top = max(reasons.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        everyone = sum((o.rate for o in judged.values()), Rate())
         finding = ModelFinding(
-            contract=contract, reason=top, hosts_above=tuple(above), hosts=m, pooled=total
+            contract=contract, reason=top, hosts_above=tuple(above), hosts=m, pooled=everyone
         )
     return verdicts, finding

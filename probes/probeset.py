@@ -2,13 +2,20 @@
 majority vote. The I/O is `ProbeClient.probe`; every verdict is a pure judge.
 
 A probe set sends, concurrently, 3 + `start_samples` requests (2 + start_samples
-for an endpoint that does not advertise structured output):
+for an endpoint that does not advertise structured output), and the tool requests of an
+endpoint that advertises tools (at most `tool_concurrency` of them in flight):
 
-    language    the locale's role-play turn   → LANGUAGE (C7), LATENCY (C3), START (C9)
-    refusal     the fixed role-play continuation → REFUSAL (C4), LATENCY, START
+    language    the locale's role-play turn   → LANGUAGE (C7), LATENCY (C3), START (C9),
+                                                STREAM (C12)
+    refusal     the fixed role-play continuation → REFUSAL (C4), LATENCY, START, STREAM
     structured  the small JSON object           → STRUCTURED (C6) (skipped: unsupported)
-    start × n   a second role-play turn          → LATENCY, START (in `start_locale`: the
-                round sends every endpoint the same start prompts, so they are comparable)
+    start × n   a second role-play turn          → LATENCY, START, STREAM (in `start_locale`:
+                the round sends every endpoint the same start prompts, so they are comparable)
+    tools       probes/tools.py (`tool_samples` forced calls, `none`, `auto` and tool-result
+                requests, in `start_locale`) → TOOLS (C10) (unsupported without `tools`)
+
+STREAM and TOOLS judge several checks each (probes/streams.py, probes/tool_verdicts.py): the
+first is the contract's outcome, the others are `extra_outcomes`; `all_outcomes` is both.
 
 LATENCY over all text requests: fail when at least half of the judged requests
 had no text within the threshold (one slow request alone is noise). START is
@@ -36,9 +43,12 @@ from probes.contracts import (
     judge_structured,
     outcome,
 )
-from probes.integrity import check_reply, judge_start_share
+from probes.integrity import check_reply, judge_start_share, worst_of
 from probes.language import check_language
 from probes.prompts import prompt_for
+from probes.streams import judge_stream
+from probes.tool_verdicts import judge_tools
+from probes.tools import TOOLS, ToolProbe, tool_probes
 from probes.types import Contract, Endpoint, Outcome, OutcomeStatus, Transcript
 
 
@@ -50,14 +60,20 @@ class ProbeSetResult(BaseModel):
     transcripts: list[Transcript] = Field(default_factory=list)
     outcomes: dict[Contract, Outcome] = Field(default_factory=dict)
     reply_outcomes: list[Outcome] = Field(default_factory=list)  # one per judged reply (C9)
+    extra_outcomes: list[Outcome] = Field(default_factory=list)  # further checks (C10, C12)
 
     @property
     def requests(self) -> int:
         return len(self.transcripts)
 
     @property
+    def all_outcomes(self) -> list[Outcome]:
+        """Every outcome of the set: one per contract, then the further checks."""
+        return [*self.outcomes.values(), *self.extra_outcomes]
+
+    @property
     def failures(self) -> list[Outcome]:
-        return [o for o in self.outcomes.values() if o.status is OutcomeStatus.FAIL]
+        return [o for o in self.all_outcomes if o.status is OutcomeStatus.FAIL]
 
 
 def _judgeable_text(t: Transcript) -> bool:
@@ -91,8 +107,7 @@ def reply_outcome(t: Transcript, locale: str) -> Outcome | None:
     """One reply's C9 outcome (the first failing of start / repetition / encoding), or None."""
     if not _judgeable_text(t):
         return None
-    checks = check_reply(t.text, locale)
-    chosen = next((o for o in checks if o.status is OutcomeStatus.FAIL), checks[0])
+    chosen = worst_of(check_reply(t.text, locale))
     return chosen.model_copy(
         update={
             "contract": Contract.START,
@@ -113,7 +128,12 @@ def with_anomalous_heads(start: Outcome, replies: Sequence[Outcome]) -> Outcome:
     if not bad:
         return start
     heads = [
-        {"head": o.evidence.get("head", ""), "reason": o.reason, "kind": o.evidence.get("kind")}
+        {
+            "head": o.evidence.get("head", ""),
+            "reason": o.reason,
+            "kind": o.evidence.get("kind"),
+            **{k: o.evidence[k] for k in ("marker", "leak", "at") if o.evidence.get(k)},
+        }
         for o in bad
     ]
     return start.model_copy(update={"evidence": {**start.evidence, "anomalous_replies": heads}})
@@ -126,7 +146,7 @@ def latency_of_set(transcripts: Sequence[Transcript], threshold_s: float) -> Out
     outcomes = [judge_latency(t, threshold_s) for t in transcripts]
     fails = [o for o in outcomes if o.status is OutcomeStatus.FAIL]
     passes = [o for o in outcomes if o.status is OutcomeStatus.PASS]
-    ttfts = [round(t.ttft_s, 4) for t in transcripts if t.ttft_s is not None]
+    ttfts = [round(s, 4) for t in transcripts if (s := t.first_token_s) is not None]
     base = fails[0] if fails else passes[0] if passes else outcomes[0]
     evidence = {
         **base.evidence,
@@ -146,30 +166,74 @@ def latency_of_set(transcripts: Sequence[Transcript], threshold_s: float) -> Out
 
 @dataclass(frozen=True)
 class ProbeRequest:
-    """One request of a probe set: the contract it serves, its prompt and locale."""
+    """One request of a probe set: the contract it serves, its prompt and locale (a tool
+    request carries its own messages and `tool_choice`)."""
 
     contract: Contract
     locale: str
     response_format: dict[str, Any] | None = None
+    tool: ToolProbe | None = None
 
     @property
     def messages(self) -> list[dict[str, Any]]:
+        if self.tool is not None:
+            return [dict(m) for m in self.tool.messages]
         return prompt_for(self.contract, self.locale)
 
 
 def probe_requests(
-    endpoint: Endpoint, locale: str, start_locale: str, start_samples: int
+    endpoint: Endpoint,
+    locale: str,
+    start_locale: str,
+    config: ProbeConfig,
 ) -> list[ProbeRequest]:
     """The requests of one probe set, in the order the judge reads them (module docstring):
-    language, refusal, the start samples, then structured output where advertised."""
+    language, refusal, the start samples, structured output where advertised, then the tool
+    requests where tools are advertised."""
     requests = [
         ProbeRequest(Contract.LANGUAGE, locale),
         ProbeRequest(Contract.REFUSAL, locale),
-        *(ProbeRequest(Contract.START, start_locale) for _ in range(start_samples)),
+        *(ProbeRequest(Contract.START, start_locale) for _ in range(config.start_samples)),
     ]
     if endpoint.supports_structured_output:
         requests.append(ProbeRequest(Contract.STRUCTURED, locale, RESPONSE_FORMAT))
+    if endpoint.supports_tools:
+        probes = tool_probes(
+            start_locale,
+            samples=config.tool_samples,
+            checks=config.tool_check_samples,
+            triggers=config.tool_trigger_samples,
+            choices=endpoint.tool_choices,
+        )
+        requests += [ProbeRequest(Contract.TOOLS, start_locale, tool=p) for p in probes]
     return requests
+
+
+async def send(
+    client: ProbeClient, endpoint: Endpoint, r: ProbeRequest, gate: asyncio.Semaphore | None
+) -> Transcript:
+    """One request of the set; a tool request waits for a place under `gate`."""
+    options = body_options(r, client.config)
+    if r.tool is None or gate is None:
+        return await client.probe(endpoint, r.contract, r.messages, locale=r.locale, **options)
+    async with gate:
+        return await client.probe(
+            endpoint,
+            r.contract,
+            r.messages,
+            locale=r.locale,
+            probe=r.tool.probe,
+            expect=r.tool.expect,
+            **options,
+        )
+
+
+def body_options(r: ProbeRequest, config: ProbeConfig) -> dict[str, Any]:
+    """What a request's body carries beyond its messages (`ProbeClient.request_body`'s
+    keywords): the response format, or the tools, their `tool_choice` and `tool_max_tokens`."""
+    if r.tool is None:
+        return {"response_format": r.response_format}
+    return {"max_tokens": config.tool_max_tokens, "tools": TOOLS, "tool_choice": r.tool.tool_choice}
 
 
 async def run_probe_set(
@@ -181,26 +245,53 @@ async def run_probe_set(
 ) -> ProbeSetResult:
     """Probe one endpoint in one locale; returns transcripts and outcomes per contract.
 
-    The client's `ProbeConfig` says how: `start_samples`, `max_tokens` (every request), the
-    latency threshold and the C9 share bar (`start_anomaly_min_replies` / `_share`).
-    `start_locale` (default `locale`): the locale of the start samples; a round gives every
-    endpoint the same one, so their replies are comparable (probes/peer_round.py).
+    The client's `ProbeConfig` says how: `start_samples`, the tool samples, `max_tokens`
+    (every text request; `tool_max_tokens` for tools), the latency threshold and the shares'
+    bars. `start_locale` (default `locale`): the locale of the start samples and the tool
+    prompts; a round gives every endpoint the same one, so their replies are comparable
+    (probes/peer_round.py).
     """
     config = client.config
-    requests = probe_requests(endpoint, locale, start_locale or locale, config.start_samples)
-    transcripts = await asyncio.gather(
-        *(
-            client.probe(
-                endpoint,
-                r.contract,
-                r.messages,
-                locale=r.locale,
-                response_format=r.response_format,
-            )
-            for r in requests
-        )
-    )
+    requests = probe_requests(endpoint, locale, start_locale or locale, config)
+    gate = asyncio.Semaphore(config.tool_concurrency)
+    transcripts = await asyncio.gather(*(send(client, endpoint, r, gate) for r in requests))
     return judge_probe_set(endpoint, locale, list(transcripts), config)
+
+
+def _start_of_set(
+    endpoint: Endpoint, locale: str, text_ts: list[Transcript], config: ProbeConfig
+) -> tuple[Outcome, list[Outcome]]:
+    """C9/C11: the start share over the text replies, with the anomalous heads, and the
+    reasoning the replies carried outside the content (evidence only)."""
+    replies = [o for o in (reply_outcome(t, t.locale or locale) for t in text_ts) if o is not None]
+    start = with_anomalous_heads(judge_start_share(replies, config), replies).model_copy(
+        update={"tag": endpoint.tag, "locale": locale}
+    )
+    cut = next((o for o in map(classify_transport, text_ts) if o is not None), None)
+    if not replies and cut is not None:
+        start = cut.model_copy(update={"contract": Contract.START})
+    reasoning = reasoning_evidence(text_ts)
+    if reasoning:
+        start = start.model_copy(update={"evidence": {**start.evidence, "reasoning": reasoning}})
+    return start, replies
+
+
+def reasoning_evidence(transcripts: Sequence[Transcript]) -> dict[str, int]:
+    """Reasoning streamed in its own fields (never content, never a failure) and reasoning
+    tokens reported in usage by replies to requests that disabled reasoning (C11: observed)."""
+    chars = sum(t.reasoning_chars for t in transcripts)
+    disabled = [t for t in transcripts if t.reasoning_disabled]
+    tokens = sum(_reasoning_tokens(t.usage) for t in disabled)
+    out = {"streamed_chars": chars} if chars else {}
+    if tokens:
+        out["tokens_while_disabled"] = tokens
+    return out
+
+
+def _reasoning_tokens(usage: dict[str, Any] | None) -> int:
+    details = (usage or {}).get("completion_tokens_details")
+    value = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def judge_probe_set(
@@ -209,23 +300,21 @@ def judge_probe_set(
     """The outcome of each contract from a probe set's transcripts (pure; in the order of
     `probe_requests`)."""
     lang_t, refusal_t = transcripts[0], transcripts[1]
-    text_ts = [t for t in transcripts if t.contract is not Contract.STRUCTURED]
-    replies = [o for o in (reply_outcome(t, t.locale or locale) for t in text_ts) if o is not None]
-    start = with_anomalous_heads(judge_start_share(replies, config), replies).model_copy(
-        update={"tag": endpoint.tag, "locale": locale}
-    )
-    cut = next((o for o in map(classify_transport, text_ts) if o is not None), None)
-    if not replies and cut is not None:
-        start = cut.model_copy(update={"contract": Contract.START})
+    text_ts = [t for t in transcripts if t.contract not in (Contract.STRUCTURED, Contract.TOOLS)]
+    start, replies = _start_of_set(endpoint, locale, text_ts, config)
     structured = [t for t in transcripts if t.contract is Contract.STRUCTURED]
     # no structured request for an endpoint that does not advertise it: judged unsupported
     structured_outcome = judge_structured(structured[0] if structured else lang_t, endpoint)
+    tools = judge_tools(endpoint, transcripts, config)
+    stream = judge_stream(endpoint, transcripts, config)
     outcomes = {
         Contract.LATENCY: latency_of_set(text_ts, config.ttft_threshold_s),
         Contract.LANGUAGE: judge_language(lang_t, locale),
         Contract.REFUSAL: judge_refusal(refusal_t, locale),
         Contract.STRUCTURED: structured_outcome,
         Contract.START: start,
+        Contract.TOOLS: tools[0],
+        Contract.STREAM: stream[0],
     }
     return ProbeSetResult(
         tag=endpoint.tag,
@@ -233,6 +322,7 @@ def judge_probe_set(
         transcripts=transcripts,
         outcomes=outcomes,
         reply_outcomes=replies,
+        extra_outcomes=[*tools[1:], *stream[1:]],
     )
 
 

@@ -60,22 +60,24 @@ def _client_error(status: int | None) -> bool:
     return status is not None and 400 <= status < 500 and status != 429
 
 
+def _refused(o: Outcome, statuses: list[int]) -> Outcome:
+    if o.status is OutcomeStatus.FAIL:
+        return o
+    return o.model_copy(
+        update={
+            "status": OutcomeStatus.TRANSPORT,
+            "reason": HTTP_4XX_ONLY,
+            "evidence": {**o.evidence, "http_statuses": statuses, "was": o.reason},
+        }
+    )
+
+
 def refused_everything(result: ProbeSetResult) -> ProbeSetResult:
     """`result` unchanged unless every request of the set ended in a 4xx other than 429;
     then every outcome that is not a failure becomes TRANSPORT `http_4xx_only`."""
     if not result.transcripts or not all(_client_error(t.http_status) for t in result.transcripts):
         return result
     statuses = sorted({t.http_status for t in result.transcripts if t.http_status is not None})
-    outcomes = {
-        contract: o
-        if o.status is OutcomeStatus.FAIL
-        else o.model_copy(
-            update={
-                "status": OutcomeStatus.TRANSPORT,
-                "reason": HTTP_4XX_ONLY,
-                "evidence": {**o.evidence, "http_statuses": statuses, "was": o.reason},
-            }
-        )
-        for contract, o in result.outcomes.items()
-    }
-    return result.model_copy(update={"outcomes": outcomes})
+    outcomes = {contract: _refused(o, statuses) for contract, o in result.outcomes.items()}
+    extra = [_refused(o, statuses) for o in result.extra_outcomes]
+    return result.model_copy(update={"outcomes": outcomes, "extra_outcomes": extra})

@@ -40,7 +40,12 @@ from ground.clock import as_utc
 from ground.settings import ProbeConfig
 from probes.cost import EndpointBill, RoundBill, listing_usd, prompt_tokens_estimate
 from probes.probeset import probe_requests
-from probes.rotation import rotated_contracts, rotated_requests, rotated_start_samples
+from probes.rotation import (
+    rotated_contracts,
+    rotated_requests,
+    rotated_start_samples,
+    tool_requests,
+)
 from probes.types import Contract, Endpoint
 
 
@@ -196,9 +201,10 @@ def round_usd(
     for e in targets:
         if rotation is not None and e.tag in rotation:
             p = rotation[e.tag]
-            requests = rotated_requests(p.contracts, p.start_samples)
+            requests = rotated_requests(p.contracts, p.start_samples, tool_requests(config))
         else:
-            requests = len(probe_requests(e, "en", "en", start_samples))
+            sized = config.model_copy(update={"start_samples": start_samples})
+            requests = len(probe_requests(e, "en", "en", sized))
         total += requests * request_usd(e, bill, config.max_tokens)
     return total
 

@@ -302,7 +302,9 @@ def render_html(report: Report, pngs: dict[str, str]) -> str:
         ]
         if name == "failure_rates":
             failing = report.rates[report.rates["failed"] > 0]
-            parts.append(_table(failing, ["tag", "contract", "failed", "judged", "rate"]))
+            parts.append(
+                _table(failing, ["tag", "contract", "failed", "judged", "rate", "reasons"])
+            )
         if name == "daily_spend":
             parts.append(_table(report.spend, list(frames.SPEND_COLUMNS)))
         if name == "suspensions":

@@ -4,7 +4,8 @@ The ledger keeps one probe row per endpoint and round (`verdict`, `reasons`, `tt
 `outcomes`, the JSON of every contract's `Outcome`) and one row per decision. From them:
 
     verdict_matrix(probes)                 endpoints x rounds: clean / frozen / failed
-    contract_failures(probes)              per endpoint and contract: failed, judged, rate
+    contract_failures(probes)              per endpoint and contract: failed, judged, rate and
+                                           the failing reasons in words (`bad_arguments 3, ...`)
     ttft_samples(probes)                   every first-token time measured, per endpoint
     suspension_intervals(decisions, now)   each (shadow) suspension as start, end, how it ended
     observe_false_positives(decisions, probes, clean_rounds)
@@ -40,7 +41,7 @@ from probes.evidence import evidence_text
 from quarantine.budget import rounds_after, rounds_per_day
 
 VERDICT_CODES = {"clean": 0, "frozen": 1, "failed": 2, "unjudged": 3}
-CONTRACTS = ("latency", "refusal", "structured", "language", "start")
+CONTRACTS = ("latency", "refusal", "structured", "language", "start", "tools", "stream")
 _JUDGED = ("pass", "fail")
 _ENDS = {"reinstated_early", "lifted", "expired"}
 
@@ -88,8 +89,9 @@ def contract_outcomes(probes: pd.DataFrame) -> pd.DataFrame:
 
 
 def contract_failures(probes: pd.DataFrame) -> pd.DataFrame:
-    """Per endpoint and contract: `failed` rounds, `judged` rounds (pass or fail) and
-    `rate` = failed / judged (NaN when never judged). Every endpoint x contract is present."""
+    """Per endpoint and contract: `failed` rounds, `judged` rounds (pass or fail),
+    `rate` = failed / judged (NaN when never judged) and `reasons`, the failing outcomes'
+    reasons with their counts, most frequent first. Every endpoint x contract is present."""
     outcomes = contract_outcomes(probes)
     tags = sorted(probes["tag"].unique()) if not probes.empty else []
     index = pd.MultiIndex.from_product([tags, CONTRACTS], names=["tag", "contract"])
@@ -110,7 +112,19 @@ def contract_failures(probes: pd.DataFrame) -> pd.DataFrame:
     )
     frame = counts.reindex(index).fillna(0).astype(int)
     frame["rate"] = frame["failed"] / frame["judged"].where(frame["judged"] > 0)
+    frame["reasons"] = _reason_words(outcomes).reindex(index).fillna("")
     return frame.reset_index()
+
+
+def _reason_words(outcomes: pd.DataFrame) -> pd.Series:
+    """Per endpoint and contract: `reason count, ...` of its failing outcomes."""
+    failing = outcomes[outcomes["status"] == "fail"]
+    words: dict[tuple[str, str], list[str]] = {}
+    counts = failing.groupby(["tag", "contract", "reason"]).size().reset_index(name="n")
+    for row in counts.sort_values(["n", "reason"], ascending=[False, True]).itertuples():
+        words.setdefault((str(row.tag), str(row.contract)), []).append(f"{row.reason} {row.n}")
+    index = pd.MultiIndex.from_tuples(list(words), names=["tag", "contract"]) if words else None
+    return pd.Series([", ".join(v) for v in words.values()], index=index, dtype=str)
 
 
 def ttft_samples(probes: pd.DataFrame) -> pd.DataFrame:

@@ -85,7 +85,7 @@ def failure_rates(rates: pd.DataFrame) -> Figure:
     judged = rates.pivot(index="tag", columns="contract", values="judged").reindex(
         columns=CONTRACTS
     )
-    fig, ax = plt.subplots(figsize=(8, _height(len(rate))))
+    fig, ax = plt.subplots(figsize=(10, _height(len(rate))))
     image = ax.imshow(np.ma.masked_invalid(rate.to_numpy(dtype=float)), aspect="auto",
                       cmap="Reds", vmin=0, vmax=1)  # fmt: skip
     for (i, j), n in np.ndenumerate(judged.to_numpy()):

@@ -53,8 +53,8 @@ def probe_requests_per_endpoint_round(confirmation_rate: float) -> tuple[float, 
         model_id="a/b", tag="a/b", provider_name="A", supported_parameters=("response_format",)
     )
     without = Endpoint(model_id="a/b", tag="a/b", provider_name="A")
-    n_with = len(probe_requests(with_so, "en", "en", probe.start_samples))
-    n_without = len(probe_requests(without, "en", "en", probe.start_samples))
+    n_with = len(probe_requests(with_so, "en", "en", probe))
+    n_without = len(probe_requests(without, "en", "en", probe))
     return n_with + probe.confirmations * confirmation_rate, n_with, n_without
 
 

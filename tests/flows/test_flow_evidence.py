@@ -233,7 +233,15 @@ async def test_c5_q5_held_contracts_follow_the_listing_at_first_sight_and_never_
     providers = json.loads(out.output)["providers"]
     assert "structured" in providers["drops/fp8"]["held_to"]
     assert "structured" not in providers["never/fp8"]["held_to"]
-    assert providers["never/fp8"]["held_to"] == ["language", "latency", "refusal", "start"]
+    # every host is held to the stream contract (C12: no request of its own); tools only
+    # where advertised (issue 22)
+    assert providers["never/fp8"]["held_to"] == [
+        "language",
+        "latency",
+        "refusal",
+        "start",
+        "stream",
+    ]
     assert providers["drops/fp8"]["last_round"]["why"] == (
         "not judged: structured: no longer advertised"
     )

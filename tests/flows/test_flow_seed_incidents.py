@@ -23,6 +23,7 @@ DEFECTIVE = {
     "policywall/fp8": ("refusal:",),
     "schemabreak/fp8": ("structured:",),
     "mojibake/fp8": ("encoding_corruption",),
+    "toolparse/fp8": ("tools:as_text",),  # issue 22: its tool parser leaks <tool_call> markup
 }
 NEVER_SUSPENDED = {"flaky/fp8", "nostruct/bf16"}
 ROUNDS = 8

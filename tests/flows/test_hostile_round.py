@@ -222,7 +222,10 @@ async def test_c2_q1_hostile_endpoints_never_break_a_round_or_leak_the_key(
     first = await canary_round(model=model, mode="enforce", at=T0)
     assert isinstance(first, RoundSummary)
     verdicts = {tag: (verdict, why) for tag, _locale, verdict, why in first.endpoints}
-    assert {t: verdicts[t][0] for t in HEALTHY} == dict.fromkeys(HEALTHY, "clean"), verdicts
+    assert {t: verdicts[t][0] for t in HEALTHY} == dict.fromkeys(HEALTHY, "clean"), (
+        verdicts,
+        first.unjudged,
+    )
     assert (
         verdicts["leaky/fp8"][0] == "failed"
         and "refusal:moderation_403" in verdicts["leaky/fp8"][1]

@@ -201,10 +201,11 @@ def test_c9_mixed_script_only_for_latin_targets() -> None:
     assert check_encoding("Она открыла дверьa и улыбнулась.", "ru").status is PASS
 
 
-def test_c9_check_reply_bundles_three_outcomes() -> None:
-    """C9: check_reply gives start, repetition and encoding outcomes, all with the locale."""
+def test_c9_check_reply_bundles_four_outcomes() -> None:
+    """C9: check_reply gives start, repetition, encoding and decoding outcomes, all with the
+    locale."""
     outs = check_reply(",*She smiles.* Hi!", "en")
-    assert [o.status for o in outs] == [FAIL, PASS, PASS]
+    assert [o.status for o in outs] == [FAIL, PASS, PASS, PASS]
     assert {o.locale for o in outs} == {"en"} and {o.contract for o in outs} == {Contract.START}
 
 
@@ -256,7 +257,7 @@ def test_c9_bad_input_typed_and_bounded() -> None:
     start = time.monotonic()
     outs = check_reply(big, "en")
     assert time.monotonic() - start < 10
-    assert [o.status for o in outs] == [PASS, FAIL, PASS]  # a 10 MB run of "x" is a loop
+    assert [o.status for o in outs] == [PASS, FAIL, PASS, PASS]  # a 10 MB run of "x" is a loop
     with pytest.raises(TypeError, match="bytes"):
         check_reply(b"*She smiles.*", "en")  # type: ignore[arg-type]
     assert check_encoding("\ufeff", "en").status is INCONCLUSIVE

@@ -37,10 +37,15 @@ DEFECTIVE = {
 S = OutcomeStatus
 
 
+NO_TOOLS = {"tool_samples": 0, "tool_check_samples": 0, "tool_trigger_samples": 0}
+
+
 def _client(fleet: FleetHandle, **config: Any) -> ProbeClient:
     """A client with the tests' latency threshold, total bound and two start samples (a set
-    of five requests), `config` changed."""
+    of five requests: the tool requests, tests/probes/test_tools_fleet.py, are left out),
+    `config` changed."""
     limits = {"ttft_threshold_s": THRESHOLD_S, "total_timeout_s": 20.0, "start_samples": 2}
+    limits.update(NO_TOOLS)
     limits.update(config)
     return ProbeClient(fleet.base_url, fleet.key, ProbeConfig(**limits))
 
@@ -172,7 +177,9 @@ async def test_c7_healthy_hosts_never_fail_20_sets_all_locales(fleet: FleetHandl
     failures = [(r.tag, r.locale, o.contract.value, o.reason) for r in results for o in r.failures]
     assert failures == []
     assert {r.locale for r in results} == set(LOCALES)
-    statuses = Counter(o.status for r in results for o in r.outcomes.values())
+    statuses = Counter(
+        o.status for r in results for o in r.outcomes.values() if o.contract is not Contract.TOOLS
+    )  # no tool requests here: tests/probes/test_tools_fleet.py
     assert statuses[S.PASS] >= 0.95 * sum(statuses.values()), statuses
     assert max(r.requests for r in results) == 5
 
@@ -253,7 +260,8 @@ async def test_c8_confirm_language_caps_max_tokens(fleet: FleetHandle) -> None:
 async def test_c8_c9_flow_tasks_pass_probe_settings(
     fleet: FleetHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """C8/C9: the flow tasks read probe_max_tokens and the start_anomaly_* settings."""
+    """C8/C9/C10: the flow tasks read probe_max_tokens, tool_max_tokens, tool_samples and the
+    start_anomaly_* settings."""
     from flows.tasks import confirm_language_task, probe_endpoint
 
     monkeypatch.setenv("CANARY_BASE_URL", fleet.base_url)
@@ -261,6 +269,8 @@ async def test_c8_c9_flow_tasks_pass_probe_settings(
     monkeypatch.setenv("CANARY_PROBE__TTFT_THRESHOLD_S", str(THRESHOLD_S))
     monkeypatch.setenv("CANARY_PROBE__MAX_TOKENS", "56")
     monkeypatch.setenv("CANARY_PROBE__START_ANOMALY_MIN_REPLIES", "50")
+    monkeypatch.setenv("CANARY_PROBE__TOOL_MAX_TOKENS", "77")
+    monkeypatch.setenv("CANARY_PROBE__TOOL_SAMPLES", "2")
     async with _client(fleet) as client:
         ep = (await _endpoints(client))["startcorrupt/fp8"]
     result = await probe_endpoint.fn(ep, "en")
@@ -268,4 +278,8 @@ async def test_c8_c9_flow_tasks_pass_probe_settings(
     sent = fleet.requests()
     assert _status(result, Contract.START) == (S.INCONCLUSIVE, "too_few_replies")
     assert len(confirmations) == 2
-    assert len(sent) == result.requests + 2 and {r["body"]["max_tokens"] for r in sent} == {56}
+    assert len(sent) == result.requests + 2
+    text = [r["body"] for r in sent if "tools" not in r["body"]]
+    tools = [r["body"] for r in sent if "tools" in r["body"]]
+    assert {b["max_tokens"] for b in text} == {56} and {b["max_tokens"] for b in tools} == {77}
+    assert sum(b.get("tool_choice") not in ("none", "auto") for b in tools) == 2  # forced calls

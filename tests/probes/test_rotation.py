@@ -11,6 +11,7 @@ from probes.rotation import (
     rotated_contracts,
     rotated_requests,
     rotated_start_samples,
+    tool_requests,
 )
 from probes.types import Contract, Endpoint, OutcomeStatus, Transcript
 
@@ -73,3 +74,20 @@ def test_c13_what_a_rotated_round_did_not_send_is_unjudged_not_skipped() -> None
     assert statuses[Contract.START][0] is OutcomeStatus.PASS and len(result.reply_outcomes) == 3
     plain = judge_rotated(PLAIN, "en", [_t(PLAIN, Contract.LANGUAGE)], CONFIG, {Contract.LANGUAGE})
     assert plain.outcomes[Contract.STRUCTURED].status is OutcomeStatus.UNSUPPORTED
+
+
+def test_c10_c12_a_rotated_round_rotates_tools_out_unless_failing_and_judges_the_stream() -> None:
+    """Issue 22: the tools contract (26 requests) is rotated out of a rotated round, unless
+    the host is failing it (then every tool request is sent and counted); it is unsupported
+    where not advertised; the stream is judged on the replies sent."""
+    tools = Endpoint(model_id="m/x", tag="t/fp8", provider_name="T", supported_parameters=("tools",))  # fmt: skip
+    assert Contract.TOOLS not in rotated_contracts(tools, 0, 0)
+    chosen = rotated_contracts(tools, 0, 0, failing=("tools",))
+    assert Contract.TOOLS in chosen and Contract.TOOLS not in rotated_contracts(PLAIN, 0, 0, failing=("tools",))  # fmt: skip
+    assert rotated_requests(chosen, 2, tool_requests(CONFIG)) == 2 + 1 + 26
+    sent = [_t(tools, Contract.LANGUAGE), *(_t(tools, Contract.START) for _ in range(2))]
+    result = judge_rotated(tools, "en", sent, CONFIG, {Contract.LANGUAGE})
+    assert (result.outcomes[Contract.TOOLS].status, result.outcomes[Contract.TOOLS].reason) == (OutcomeStatus.INCONCLUSIVE, ROTATED_OUT)  # fmt: skip
+    assert result.outcomes[Contract.STREAM].status is OutcomeStatus.PASS
+    plain = judge_rotated(PLAIN, "en", sent, CONFIG, {Contract.LANGUAGE})
+    assert plain.outcomes[Contract.TOOLS].status is OutcomeStatus.UNSUPPORTED

@@ -47,7 +47,7 @@ from fleet.listing import endpoints_json
 from fleet.scenario import builtin_names, load_scenario
 from probes.client import ProbeClient
 from probes.decode import parse_endpoints
-from probes.probeset import probe_requests
+from probes.probeset import body_options, probe_requests
 from probes.prompts import LOCALES, prompt_for
 from probes.types import Contract, Endpoint
 from tests.fixtures.fleet import FleetHandle
@@ -281,13 +281,14 @@ BodyBuilder = Callable[[ProbeClient, Endpoint], Iterator[tuple[str, dict[str, An
 def probe_set_bodies(
     client: ProbeClient, endpoint: Endpoint
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every request of a probe set in every locale: language, refusal, the start samples and
-    structured output (with `response_format`)."""
+    """Every request of a probe set in every locale: language, refusal, the start samples,
+    structured output (with `response_format`) and the tool requests (functions, every
+    tool_choice, an assistant call and a tool result), as `run_probe_set` builds them."""
     for locale in LOCALES:
-        for r in probe_requests(endpoint, locale, locale, client.config.start_samples):
+        for r in probe_requests(endpoint, locale, locale, client.config):
             yield (
                 f"{r.contract} {locale}",
-                client.request_body(endpoint, r.messages, response_format=r.response_format),
+                client.request_body(endpoint, r.messages, **body_options(r, client.config)),
             )
 
 
@@ -317,15 +318,16 @@ def test_every_probe_body_the_canary_sends_is_a_valid_chat_request() -> None:
     with known keys only; the pin is `ProviderPreferences` (only, allow_fallbacks off, and
     require_parameters with response_format)."""
     bodies = canary_bodies()
-    assert {name.split()[0] for name, _ in bodies} >= {"language", "refusal", "start", "structured", "confirm"}  # fmt: skip
+    assert {name.split()[0] for name, _ in bodies} >= {"language", "refusal", "start", "structured", "tools", "confirm"}  # fmt: skip
     for name, data in bodies:
         assert check_request(data) == [], name
         request = components.ChatRequest.model_validate(data)
         assert isinstance(request.provider, components.ProviderPreferences)
         assert request.provider.only == [data["provider"]["only"][0]]
         assert request.provider.allow_fallbacks is False
-        if "response_format" in data:
+        if "response_format" in data or "tools" in data:
             assert request.provider.require_parameters is True
+        if "response_format" in data:
             assert isinstance(request.response_format, components.ChatFormatJSONSchemaConfig)
 
 
