@@ -620,6 +620,9 @@ def main() -> None:
 
         if args.baseline is not None:  # the same gateway, from another checkout
             benv = {**genv, "PYTHONPATH": str(args.baseline.resolve())}
+            if "class GatewayConfig" not in (args.baseline / "ground" / "settings.py").read_text():
+                # a checkout from before the nested gateway settings reads the flat name
+                benv["CANARY_GATEWAY_KEYS"] = benv.pop("CANARY_GATEWAY__KEYS")
             p, url, log = start(
                 [py, "-m", "canary.cli", *gw_args], benv, pattern=r"at (http://[\d.:]+/v1)",
                 cwd=args.baseline,
