@@ -24,8 +24,12 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
+# Two pytest-xdist workers, one per core; a module with a costly module-scoped fixture keeps
+# its tests on one worker (`pytest.mark.xdist_group`, tests/conftest.py). PYTEST_WORKERS=0
+# runs the suite in one process.
+PYTEST_WORKERS ?= 2
 pytest: setup
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: lint typecheck pytest
 
