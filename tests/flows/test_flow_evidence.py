@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -55,29 +56,29 @@ def _kinds(summary: RoundSummary) -> list[tuple[str, str]]:
     return sorted((d["kind"], d["tag"]) for d in summary.decisions)
 
 
-async def _events(name: str, model: str, wanted: int, settle_s: float = 0.0) -> list[Any]:
-    """The `name` events about `model` once at least `wanted` reached the API (then, after
-    `settle_s`, all of them: to see that no more came)."""
+async def _read_events(name: str, model: str) -> list[Any]:
+    """The `name` events about `model` the API has stored so far."""
     from prefect.events.filters import EventFilter, EventNameFilter
 
-    mine: list[Any] = []
-    for _ in range(150):
-        async with get_client() as client:
-            page = await client.read_events(
-                EventFilter(event=EventNameFilter(name=[name])), limit=50
-            )
-        mine = [e for e in page.events if e.resource.get("canary.model") == model]
-        if len(mine) >= wanted:
-            break
+    async with get_client() as client:
+        page = await client.read_events(EventFilter(event=EventNameFilter(name=[name])), limit=50)
+    return [e for e in page.events if e.resource.get("canary.model") == model]
+
+
+async def _events_until_now(name: str, model: str) -> list[Any]:
+    """Every `name` event about `model` emitted so far in this process: a marker event is
+    emitted after them and, once the API has it, so has it every event emitted before it
+    (one events client per process, sent and stored in order). A wait on that, not a sleep,
+    shows that no further event came."""
+    from prefect.events import emit_event
+
+    marker = f"canary-tests.marker.{uuid.uuid4().hex}"
+    emit_event(marker, resource={"prefect.resource.id": "canary-tests", "canary.model": model})
+    for _ in range(300):
+        if await _read_events(marker, model):
+            return await _read_events(name, model)
         await asyncio.sleep(0.1)
-    if settle_s:
-        await asyncio.sleep(settle_s)
-        async with get_client() as client:
-            page = await client.read_events(
-                EventFilter(event=EventNameFilter(name=[name])), limit=50
-            )
-        mine = [e for e in page.events if e.resource.get("canary.model") == model]
-    return mine
+    raise AssertionError(f"the marker event {marker} never reached the API")
 
 
 @pytest.mark.slow
@@ -179,7 +180,7 @@ async def test_c5_without_a_positive_control_the_refusal_contract_is_unverified_
         summary = await _round(model, t0 + n * HALF_HOUR)
         assert summary.refusal_probe == "unverified"
         assert {v for _t, _l, v, _w in summary.endpoints} == {"clean"}
-    events = await _events("canary.controls.missing", model, wanted=1, settle_s=6.0)
+    events = await _events_until_now("canary.controls.missing", model)
     assert len(events) == 1, [e.payload for e in events]
     assert "CANARY_CONTROL_PROVIDERS" in events[0].payload["reason"]
     state = await aload_state(model)
