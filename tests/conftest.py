@@ -9,12 +9,13 @@ build settings at import), and the subprocesses the fixtures start inherit it;
 before the move is handed out after it. `tests/test_no_dotenv.py` proves a `.env` in the
 checkout is read neither by the suite nor by its subprocesses.
 
-`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`). Each
+`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadscope`). Each
 worker is a session of its own: its own Prefect test harness, fleet subprocess, hostile
 upstream and empty working directory (entered after xdist started the workers from where
-pytest was started, so they read the project's configuration). A module whose fixture is
-module-scoped and costly marks itself `pytest.mark.xdist_group(<name>)`, so its tests run
-on one worker and the fixture is built once."""
+pytest was started, so they read the project's configuration). A module's tests run on one
+worker, in order, so a module-scoped fixture (the round world, the tools zoo, the
+server-faults server, the copied tree of test_layers) is built once. Session-scoped state
+is per worker: a test never relies on what a test of another module left behind."""
 
 import os
 import shutil
@@ -33,6 +34,7 @@ pytest_plugins: list[str] = [
     "tests.fixtures.routing",
     "tests.fixtures.canary_env",
     "tests.fixtures.hostile",
+    "tests.fixtures.world",
     # add "tests.fixtures.<topic>" here (one line each)
 ]
 

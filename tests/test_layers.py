@@ -14,7 +14,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ["ground", "wire", "probes", "quarantine", "routing", "reports", "flows", "canary", "deployments", "fleet"]  # fmt: skip
 LINT = Path(sys.executable).parent / "lint-imports"
-pytestmark = pytest.mark.xdist_group("layers")  # one copy of the tree
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from quarantine.adapters.lease import lease_name
 from tests.fixtures.canary_env import endpoint, scenario
 from tests.fixtures.fleet import FleetHandle
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("server-faults")]  # one server start
+pytestmark = pytest.mark.slow
 LEASE_S = 10
 API_LOST_AFTER_S = 6
 SLOW = {"ttft_s": 40.0, "tokens_per_s": 50}  # probes that outlast the test's patience

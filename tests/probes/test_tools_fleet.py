@@ -39,7 +39,6 @@ DEFECTS = {
     "swapped/fp8": ("stream", "served_model_mismatch", "llama-3.1-8b-instruct"),
 }
 S = OutcomeStatus
-pytestmark = pytest.mark.xdist_group("tools-fleet")  # one `zoo` for the module
 
 
 def _client(fleet: FleetHandle) -> ProbeClient:
