@@ -418,47 +418,6 @@ async def test_a_round_starts_the_endpoint_reported_slowest_first(
     assert [row[0] for row in summary.endpoints] == ["a/fp8", "b/fp8", "z-slow/fp8"]
 
 
-async def test_o1_o3_round_run_is_named_tagged_and_leaves_artifacts(
-    canary_env: FleetHandle,
-) -> None:
-    """The flow run says model and time in its name, model and mode in its tags, and leaves
-    the endpoint x contract table and a markdown summary explaining each decision."""
-    from prefect import get_client
-    from prefect.artifacts import Artifact
-
-    from ground.slugs import model_slug
-
-    model = "test/audit"
-    load_model(
-        canary_env,
-        model,
-        [
-            endpoint("a/fp8"),
-            endpoint("b/fp8"),
-            endpoint("c/fp8"),
-            endpoint("bad/fp8", defects=STRAY),
-        ],
-    )
-    await _round(model, T0)
-    state = await canary_round(model=model, mode="enforce", at=T0 + HALF_HOUR, return_state=True)
-    async with get_client() as client:
-        run = await client.read_flow_run(state.state_details.flow_run_id)
-    assert run.name == "test/audit @ 2026-11-02 00:30Z"
-    assert {"model:test/audit", "mode:enforce"} <= set(run.tags)
-
-    table = await Artifact.aget(f"canary-round-{model_slug(model)}")
-    assert table is not None and table.flow_run_id == run.id
-    rows = json.loads(table.data) if isinstance(table.data, str) else table.data
-    assert {(r["endpoint"], r["contract"]) for r in rows} >= {
-        ("bad/fp8", "start"),
-        ("a/fp8", "language"),
-    }
-    assert any(r["endpoint"] == "bad/fp8" and r["outcome"] == "fail" for r in rows)
-    summary = await Artifact.aget(f"canary-decisions-{model_slug(model)}")
-    assert summary is not None and isinstance(summary.data, str)
-    assert "| suspended | `bad/fp8` |" in summary.data and "start:stray_start" in summary.data
-
-
 async def test_o1_discovery_failure_fails_the_run_and_changes_no_state(
     canary_env: FleetHandle,
 ) -> None:
