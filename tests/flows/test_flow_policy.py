@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from prefect.blocks.notifications import CustomWebhookNotificationBlock
@@ -44,7 +44,9 @@ def _load_with_switching_host(canary_env: FleetHandle, model: str, *others: dict
     )  # fmt: skip
 
 
-async def _round(model: str, at: datetime, mode: str = "enforce") -> RoundSummary:
+async def _round(
+    model: str, at: datetime, mode: Literal["observe", "enforce"] = "enforce"
+) -> RoundSummary:
     summary = await canary_round(model=model, mode=mode, at=at)
     assert isinstance(summary, RoundSummary)
     return summary
@@ -348,7 +350,9 @@ async def test_o1_o3_the_graph_holds_the_rounds_steps_and_a_task_run_per_endpoin
     assert run_id is not None
     runs = await final_task_runs(run_id, expected=8)
     names = set(runs)
-    locale = next(row[1] for row in (await state.aresult()).endpoints if row[0] == "always/fp8")
+    summary = await state.aresult()
+    assert isinstance(summary, RoundSummary)
+    locale = next(row[1] for row in summary.endpoints if row[0] == "always/fp8")
     assert {"probe 4 endpoints", f"confirm always/fp8 [{locale}]", "clean: 3 endpoints"} <= names
     failed = [n for n in names if n.startswith("always/fp8: failed language")]
     assert len(failed) == 1, names  # (its start may be a peer outlier, not counted)
@@ -381,7 +385,7 @@ async def test_o2_a_round_that_lost_its_lock_applies_nothing_and_gives_the_state
     model = "test/lock-lost"
     load_model(canary_env, model, [endpoint("a/fp8"), endpoint("slow/fp8", timing=SLOW)])
     before = asyncio.all_tasks()
-    running = asyncio.create_task(
+    running = asyncio.ensure_future(
         canary_round(model=model, mode="enforce", at=T0, return_state=True)
     )
     for _ in range(200):

@@ -167,7 +167,8 @@ async def test_o1_o3_round_run_is_named_tagged_and_leaves_artifacts(world: World
 
     table = await Artifact.aget(f"canary-round-{model_slug(model)}")
     assert table is not None and table.flow_run_id == run.id
-    rows = json.loads(table.data) if isinstance(table.data, str) else table.data
+    data: Any = table.data  # the table's rows, as JSON text or already decoded
+    rows = json.loads(data) if isinstance(data, str) else data
     assert {(r["endpoint"], r["contract"]) for r in rows} >= {
         ("bad/fp8", "start"),
         ("a/fp8", "language"),
