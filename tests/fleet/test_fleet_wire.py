@@ -9,12 +9,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from openai.types.chat import ChatCompletionMessageParam
 
 from tests.fixtures.fleet import FleetHandle, parse_sse
 
 LLAMA = "meta-llama/llama-3.3-70b-instruct"
-PROMPT: list[ChatCompletionMessageParam] = [
+PROMPT = [
     {
         "role": "user",
         "content": "Continue the scene: she pushes open the tavern door and looks at me.",
