@@ -86,10 +86,10 @@ async def test_c5_q5_a_control_that_stops_filtering_never_reinstates_a_refusing_
     canary_env: FleetHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """C5/Q5: `wall` refuses and is suspended while the control filters; then the control
-    stops filtering (the refusal probe is weak) and `wall` keeps refusing: three rounds
-    later it is still suspended (before issue 23 its refusals counted as clean and it was
-    reinstated after two). Once the control filters again and `wall` is fixed, two clean
-    rounds reinstate it."""
+    stops filtering (the refusal probe is weak) and `wall` keeps refusing: two rounds later,
+    which would reinstate it were they clean, it is still suspended with no clean round
+    counted (before issue 23 its refusals counted as clean and it was reinstated after two).
+    Once the control filters again and `wall` is fixed, two clean rounds reinstate it."""
     model = "test/evidence-weak"
     monkeypatch.setenv("CANARY_CONTROL_PROVIDERS", "ctl/fp8")
     healthy = [endpoint(t) for t in ("a/fp8", "b/fp8", "c/fp8")]
@@ -106,7 +106,7 @@ async def test_c5_q5_a_control_that_stops_filtering_never_reinstates_a_refusing_
     assert ("suspended", "wall/fp8") in _kinds(second)
 
     serve(control_filters=False, wall_refuses=True)
-    for n in range(2, 5):
+    for n in range(2, 4):  # two unjudged rounds
         summary = await _round(model, t0 + n * HALF_HOUR)
         assert summary.weak_refusal_probe and summary.refusal_probe == "weak"
         assert _kinds(summary) == [], summary.decisions
@@ -115,7 +115,7 @@ async def test_c5_q5_a_control_that_stops_filtering_never_reinstates_a_refusing_
         assert rows["wall/fp8"] == "unjudged" and rows["a/fp8"] == "unjudged"
     state = await aload_state(model)
     wall = state.providers["wall/fp8"]
-    assert wall.suspended(t0 + 4 * HALF_HOUR) and wall.consecutive_clean_rounds == 0
+    assert wall.suspended(t0 + 3 * HALF_HOUR) and wall.consecutive_clean_rounds == 0
     assert "refusal: weak probe (a positive control passed)" in wall.recent_rounds[-1].unjudged
     status = await Artifact.aget(f"canary-status-{model_slug(model)}")
     assert status is not None and isinstance(status.data, str)
@@ -127,10 +127,10 @@ async def test_c5_q5_a_control_that_stops_filtering_never_reinstates_a_refusing_
     assert "| `wall/fp8` | not judged | " in decisions.data
 
     serve(control_filters=True, wall_refuses=False)
-    fifth = await _round(model, t0 + 5 * HALF_HOUR)
-    assert ("reinstated_early", "wall/fp8") not in _kinds(fifth)
-    sixth = await _round(model, t0 + 6 * HALF_HOUR)
-    assert ("reinstated_early", "wall/fp8") in _kinds(sixth)
+    first_clean = await _round(model, t0 + 4 * HALF_HOUR)
+    assert ("reinstated_early", "wall/fp8") not in _kinds(first_clean)
+    second_clean = await _round(model, t0 + 5 * HALF_HOUR)
+    assert ("reinstated_early", "wall/fp8") in _kinds(second_clean)
 
 
 @pytest.mark.slow
@@ -138,9 +138,10 @@ async def test_c5_q5_a_model_level_start_style_suspends_no_host_and_reinstates_n
     canary_env: FleetHandle,
 ) -> None:
     """C5/Q5: a host suspended for stray starts, then every host (it included) opens with the
-    same quote (a model-level finding): three rounds suspend nobody and do not reinstate it
-    early, since the start contract is unjudged for all (before issue 23 a model-level
-    finding counted as clean). With the style gone, two clean rounds reinstate it."""
+    same quote (a model-level finding): two rounds, which would reinstate it were they
+    clean, suspend nobody and do not reinstate it early, since the start contract is
+    unjudged for all (before issue 23 a model-level finding counted as clean). With the style
+    gone, two clean rounds reinstate it."""
     model = "test/evidence-style"
     load_model(
         canary_env, model, [*(endpoint(t) for t in HEALTHY), endpoint("bad/fp8", defects=STRAY)]
@@ -151,19 +152,20 @@ async def test_c5_q5_a_model_level_start_style_suspends_no_host_and_reinstates_n
     assert _kinds(second) == [("suspended", "bad/fp8")]
 
     load_model(canary_env, model, [endpoint(t, defects=QUOTED) for t in [*HEALTHY, "bad/fp8"]])
-    for n in range(2, 5):
+    for n in range(2, 4):  # two unjudged rounds
         summary = await _round(model, t0 + n * HALF_HOUR)
         assert _kinds(summary) == [], summary.decisions
         assert len(summary.findings) == 1 and "model-level: start:" in summary.findings[0]
         why = summary.unjudged["bad/fp8"]
         assert "start: model-level finding (most hosts share it)" in why, why
-    assert (await aload_state(model)).providers["bad/fp8"].suspended(t0 + 4 * HALF_HOUR)
+    bad = (await aload_state(model)).providers["bad/fp8"]
+    assert bad.suspended(t0 + 3 * HALF_HOUR) and bad.consecutive_clean_rounds == 0
 
     load_model(canary_env, model, [endpoint(t) for t in [*HEALTHY, "bad/fp8"]])
-    fifth = await _round(model, t0 + 5 * HALF_HOUR)
-    assert ("reinstated_early", "bad/fp8") not in _kinds(fifth)
-    sixth = await _round(model, t0 + 6 * HALF_HOUR)
-    assert ("reinstated_early", "bad/fp8") in _kinds(sixth)
+    first_clean = await _round(model, t0 + 4 * HALF_HOUR)
+    assert ("reinstated_early", "bad/fp8") not in _kinds(first_clean)
+    second_clean = await _round(model, t0 + 5 * HALF_HOUR)
+    assert ("reinstated_early", "bad/fp8") in _kinds(second_clean)
 
 
 async def test_c5_without_a_positive_control_the_refusal_contract_is_unverified_and_alerts_once(
