@@ -14,7 +14,7 @@ import os
 import re
 import subprocess
 import sys
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from ground.settings import load_settings
 from ground.slugs import model_slug
 from quarantine.adapters.store import BLOCK_TYPE_SLUG, block_name
 from tests.fixtures.prefect import final_task_runs
-from tests.fixtures.world import World
+from tests.fixtures.world import World, world_slots
 
 # replies judged for their start per endpoint and round: the start samples, the
 # refusal and the language reply
@@ -254,3 +254,20 @@ def test_o6_state_survives_across_processes(world: World, tmp_path: Path) -> Non
     )  # fmt: skip
     assert probe.returncode == 0, probe.stderr[-2000:]
     assert "suspended" in probe.stdout.strip().split(",")
+
+
+def test_the_world_rounds_are_the_two_slots_before_now_on_one_day() -> None:
+    """The world's two rounds are the half-hour slots before now, moved back one slot where
+    they would straddle midnight (the day's bill must count both)."""
+    at = datetime(2026, 11, 4, 10, 47, 13, tzinfo=UTC)
+    assert world_slots(at) == (
+        at.replace(hour=9, minute=30, second=0),
+        at.replace(minute=0, second=0),
+    )
+    just_after = datetime(2026, 11, 4, 0, 40, tzinfo=UTC)
+    first, second = world_slots(just_after)
+    assert (first, second) == (
+        datetime(2026, 11, 3, 23, 0, tzinfo=UTC),
+        datetime(2026, 11, 3, 23, 30, tzinfo=UTC),
+    )
+    assert second + timedelta(days=1) > just_after  # the suspension is in force at now
