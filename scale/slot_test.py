@@ -4,13 +4,18 @@ the Prefect server and the ledger on PostgreSQL (README, "Scale-out"; `make scal
 What it starts (all on 127.0.0.1, all stopped at the end, whatever happened):
   1. a throwaway PostgreSQL cluster (`scale.postgres`) with two databases, `prefect` and
      `ledger`;
-  2. `prefect server start` on it (PREFECT_API_DATABASE_CONNECTION_URL=postgresql+asyncpg://…);
+  2. `prefect server start` on it (PREFECT_API_DATABASE_CONNECTION_URL=postgresql+asyncpg://…),
+     recording task runs and events in batches (`ground.prefect_server.SERVER_ENV`);
   3. the fleet (`canary fleet serve`) with N models of M healthy endpoints each, plus one
      endpoint per model that corrupts the start of every reply (it must fail, per model);
   4. the README's recipe: `python -m deployments.render` for the N models, `prefect
-     work-pool create canary --type process`, `prefect deploy --all --prefect-file …` from
-     this checkout, and two `prefect worker start --pool canary` processes (CANARY_LEDGER_URL=
-     postgresql+psycopg://…, PROVIDER_CANARY_DIR = this checkout).
+     work-pool create canary --type process --base-job-template …` (Prefect's default with
+     each flow run started as `python -m prefect.engine`: `engine_pool_template`),
+     `prefect deploy --all --prefect-file …` from this checkout (`--deployers` of them at
+     once, each with a share of the deployments), and two `prefect worker start --pool
+     canary` processes (CANARY_LEDGER_URL=postgresql+psycopg://…, PROVIDER_CANARY_DIR = this
+     checkout). Every process gets PREFECT_API_SSL_CERT_FILE of one certificate
+     (`api_ca_file`) and may cache bytecode (PYTHONDONTWRITEBYTECODE is not passed on).
 
 The shape: `--endpoints N` healthy endpoints per model, or `--endpoints A-B` for A, A+1, ...,
 B in turn (the catalogue in miniature: `--models 100 --endpoints 2-7` is 100 models of 3 to
@@ -38,7 +43,7 @@ polling, the server's services), measured over an idle stretch just before the s
 Exit 0 when every check passed.
 
     .venv/bin/python -m scale.slot_test [--models 20] [--endpoints 20|A-B] [--concurrency 20]
-        [--keep]
+        [--deployers 2] [--default-command] [--keep] [--costs-json PATH]
 """
 
 from __future__ import annotations
@@ -68,7 +73,7 @@ from uuid import UUID
 
 import yaml
 
-from ground.prefect_server import healthy
+from ground.prefect_server import healthy, server_env
 from scale.costs import (
     PG_STATS_SETTLE_S,
     Footprint,
@@ -86,6 +91,7 @@ FLEET_KEY = "fleet-local-key"
 POOL = "canary"
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 IDLE_S = 20.0  # the idle stretch before the slot that measures the background
+POLL_S = 3.0  # how often the test reads the runs it waits for
 BAD_LOG = re.compile(r"database is locked|deadlock detected|could not serialize", re.I)
 
 
@@ -318,7 +324,9 @@ async def _wait_final(client: Any, run_ids: list[UUID], timeout_s: float) -> dic
         if time.monotonic() > deadline:
             late = [str(r) for r, run in runs.items() if run.state.type.value not in FINAL]
             raise RuntimeError(f"runs not final after {timeout_s:.0f} s: {late}")
-        await asyncio.sleep(1.0)
+        # each poll reads every run with its state: a server cost in the slot's figures;
+        # the slot's times come from the runs' end times, not from when a poll saw them
+        await asyncio.sleep(POLL_S)
 
 
 @dataclass(frozen=True)
@@ -774,7 +782,7 @@ def _start_server_and_fleet(pg: Cluster, args: argparse.Namespace, tmp: Path, pr
         server = procs.start(
             "server",
             [py, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env,
+            {**env, **server_env(env)},  # task runs and events recorded in batches
         )
         wait_for("prefect server", lambda: healthy(api), 180, server)
     os.environ.update(PREFECT_API_URL=api)
