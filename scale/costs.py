@@ -149,6 +149,19 @@ def database_writes(url: str) -> Writes:
         engine.dispose()
 
 
+def row_counts(url: str, tables: Iterable[str]) -> dict[str, int]:
+    """Rows of each of `tables` now: exact, where PostgreSQL's counters are published late."""
+    engine = create_engine(make_url(url).set(drivername="postgresql+psycopg"))
+    try:
+        with engine.connect() as conn:
+            return {
+                t: int(conn.execute(text(f'SELECT count(*) FROM "{t}"')).scalar_one())
+                for t in tables
+            }
+    finally:
+        engine.dispose()
+
+
 # ---------------------------------------------------------------- the ledger's footprint
 
 
