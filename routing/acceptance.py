@@ -6,7 +6,9 @@ handed to a tool.
     2. finish reason: `error` / `content_filter` always rejected; `length`
        rejected when complete output is required; a required reason enforced
     3. structured output: JSON parse, then JSON Schema of the contract
-    4. tools: only registered names, arguments valid against each tool's schema
+    4. tools: no call markup leaked into the content (`<tool_call>`, `[TOOL_CALLS]`,
+       `<|python_tag|>`, ...: a provider's broken tool parser, C10's `tools:as_text`), only
+       registered names, arguments valid against each tool's schema
     5. workload semantic validator (routing.semantic)
     6. app constraints (minimum output length)
     (+) for streaming workloads (chat) the canary's response-start check, so a
@@ -24,6 +26,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from probes.integrity import stray_start_kind
+from probes.tools import leaked_tool_markup
 from routing.classify import Rejection
 from routing.contracts import Contract
 from routing.response import Completion
@@ -108,7 +111,12 @@ def _structured(content: str, contract: Contract, schemas: SchemaRegistry) -> An
 
 def _tool_arguments(completion: Completion, contract: Contract) -> list[dict[str, Any]] | Rejection:
     """Step 4: each tool call's arguments, when every call names a registered tool and its
-    arguments are valid against that tool's schema (and a call is there when required)."""
+    arguments are valid against that tool's schema (and a call is there when required). On a
+    tool-use route, call markup in the content is a broken parser whatever else came back."""
+    if contract.tools:
+        marker = leaked_tool_markup(completion.content)
+        if marker is not None:
+            return Rejection("tool_markup_leak", marker[:64])
     if contract.requires_tools and not completion.tool_calls:
         return Rejection("no_tool_call", "the contract requires a tool call")
     tool_args: list[dict[str, Any]] = []

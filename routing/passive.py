@@ -100,6 +100,7 @@ REJECTIONS: dict[str, Reason] = {
     "malformed_json": Reason.SCHEMA,
     "schema_invalid": Reason.SCHEMA,
     "missing_field": Reason.SCHEMA,
+    "tool_markup_leak": Reason.TOOL_CALL,
     "unknown_tool": Reason.TOOL_CALL,
     "tool_args_malformed": Reason.TOOL_CALL,
     "tool_args_invalid": Reason.TOOL_CALL,

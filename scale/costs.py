@@ -38,7 +38,8 @@ _TICK = os.sysconf("SC_CLK_TCK")
 # ---------------------------------------------------------------- CPU from /proc
 
 
-def _children() -> dict[int, list[int]]:
+def children_by_pid() -> dict[int, list[int]]:
+    """Every live process's direct children, from one scan of /proc."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -50,9 +51,9 @@ def _children() -> dict[int, list[int]]:
     return children
 
 
-def descendants(pid: int) -> list[int]:
-    """Every live process below `pid`."""
-    children = _children()
+def descendants(pid: int, children: dict[int, list[int]] | None = None) -> list[int]:
+    """Every live process below `pid` (from `children`, a `children_by_pid()` scan, if given)."""
+    children = children_by_pid() if children is None else children
     out, todo = [], list(children.get(pid, []))
     while todo:
         p = todo.pop()
@@ -73,9 +74,10 @@ def _own_cpu_s(pid: int) -> float:
 def tree_cpu_s(pids: Iterable[int]) -> float:
     """CPU seconds so far of each process in `pids` and everything below it (see module)."""
     seen: set[int] = set()
+    children = children_by_pid()
     for pid in pids:
         seen.add(pid)
-        seen.update(descendants(pid))
+        seen.update(descendants(pid, children))
     return sum(_own_cpu_s(p) for p in seen)
 
 
@@ -143,6 +145,19 @@ def database_writes(url: str) -> Writes:
         by_table = {str(r[0]): int(r[1]) for r in per}
         sizes = {str(r[0]): int(r[2]) for r in per}
         return Writes(int(xact), int(ins + upd + dele), by_table, int(size), sizes)
+    finally:
+        engine.dispose()
+
+
+def row_counts(url: str, tables: Iterable[str]) -> dict[str, int]:
+    """Rows of each of `tables` now: exact, where PostgreSQL's counters are published late."""
+    engine = create_engine(make_url(url).set(drivername="postgresql+psycopg"))
+    try:
+        with engine.connect() as conn:
+            return {
+                t: int(conn.execute(text(f'SELECT count(*) FROM "{t}"')).scalar_one())
+                for t in tables
+            }
     finally:
         engine.dispose()
 

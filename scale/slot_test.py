@@ -4,13 +4,18 @@ the Prefect server and the ledger on PostgreSQL (README, "Scale-out"; `make scal
 What it starts (all on 127.0.0.1, all stopped at the end, whatever happened):
   1. a throwaway PostgreSQL cluster (`scale.postgres`) with two databases, `prefect` and
      `ledger`;
-  2. `prefect server start` on it (PREFECT_API_DATABASE_CONNECTION_URL=postgresql+asyncpg://…);
+  2. `prefect server start` on it (PREFECT_API_DATABASE_CONNECTION_URL=postgresql+asyncpg://…),
+     recording task runs and events in batches (`ground.prefect_server.SERVER_ENV`);
   3. the fleet (`canary fleet serve`) with N models of M healthy endpoints each, plus one
      endpoint per model that corrupts the start of every reply (it must fail, per model);
   4. the README's recipe: `python -m deployments.render` for the N models, `prefect
-     work-pool create canary --type process`, `prefect deploy --all --prefect-file …` from
-     this checkout, and two `prefect worker start --pool canary` processes (CANARY_LEDGER_URL=
-     postgresql+psycopg://…, PROVIDER_CANARY_DIR = this checkout).
+     work-pool create canary --type process --base-job-template …` (Prefect's default with
+     each flow run started as `python -m prefect.engine`: `engine_pool_template`),
+     `prefect deploy --all --prefect-file …` from this checkout (`--deployers` of them at
+     once, each with a share of the deployments), and two `prefect worker start --pool
+     canary` processes (CANARY_LEDGER_URL=postgresql+psycopg://…, PROVIDER_CANARY_DIR = this
+     checkout). Every process gets PREFECT_API_SSL_CERT_FILE of one certificate
+     (`api_ca_file`) and may cache bytecode (PYTHONDONTWRITEBYTECODE is not passed on).
 
 The shape: `--endpoints N` healthy endpoints per model, or `--endpoints A-B` for A, A+1, ...,
 B in turn (the catalogue in miniature: `--models 100 --endpoints 2-7` is 100 models of 3 to
@@ -38,7 +43,7 @@ polling, the server's services), measured over an idle stretch just before the s
 Exit 0 when every check passed.
 
     .venv/bin/python -m scale.slot_test [--models 20] [--endpoints 20|A-B] [--concurrency 20]
-        [--keep]
+        [--deployers 2] [--default-command] [--keep] [--costs-json PATH]
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ import asyncio
 import json
 import os
 import re
+import resource
+import shlex
 import shutil
 import socket
 import statistics
@@ -66,14 +73,16 @@ from uuid import UUID
 
 import yaml
 
-from ground.prefect_server import healthy
+from ground.prefect_server import healthy, server_env
 from scale.costs import (
     PG_STATS_SETTLE_S,
     Footprint,
     Writes,
+    children_by_pid,
     database_writes,
     descendants,
     ledger_footprint,
+    row_counts,
     tree_cpu_s,
 )
 from scale.postgres import Cluster, throwaway_cluster
@@ -83,6 +92,8 @@ FLEET_KEY = "fleet-local-key"
 POOL = "canary"
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 IDLE_S = 20.0  # the idle stretch before the slot that measures the background
+POLL_S = 3.0  # how often the test reads the runs it waits for
+QUIET_S = 6.0  # no growth over this long: the set-up's writes have landed
 BAD_LOG = re.compile(r"database is locked|deadlock detected|could not serialize", re.I)
 
 
@@ -182,19 +193,6 @@ class Processes:
                     continue
 
 
-def _children_of(pid: int) -> list[int]:
-    """The direct children of `pid` (a process worker's: one flow-run process per round)."""
-    found = []
-    for pid_ in descendants(pid):
-        try:
-            ppid = int(Path(f"/proc/{pid_}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == pid:
-            found.append(pid_)
-    return found
-
-
 def _rss_mb(pid: int) -> float:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -224,12 +222,14 @@ class RssSampler:
     def _loop(self) -> None:
         while not self._stop.wait(0.5):
             self.max_load = max(self.max_load, float(Path("/proc/loadavg").read_text().split()[0]))
+            tree = children_by_pid()  # one scan of /proc a sample: the machine is shared
             own = sum(_rss_mb(w.pid) for w in self.workers)
             runs: list[float] = []
             for w in self.workers:
-                for child in descendants(w.pid):
+                for child in descendants(w.pid, tree):
                     runs.append(_rss_mb(child))
-            children = sum(1 for w in self.workers for _ in _children_of(w.pid))
+            # a worker's direct children: one flow-run process per round
+            children = sum(len(tree.get(w.pid, [])) for w in self.workers)
             self.run_mb = max([self.run_mb, *runs])
             self.most_runs = max(self.most_runs, children)
             if own + sum(runs) > self.total_mb:
@@ -326,7 +326,9 @@ async def _wait_final(client: Any, run_ids: list[UUID], timeout_s: float) -> dic
         if time.monotonic() > deadline:
             late = [str(r) for r, run in runs.items() if run.state.type.value not in FINAL]
             raise RuntimeError(f"runs not final after {timeout_s:.0f} s: {late}")
-        await asyncio.sleep(1.0)
+        # each poll reads every run with its state: a server cost in the slot's figures;
+        # the slot's times come from the runs' end times, not from when a poll saw them
+        await asyncio.sleep(POLL_S)
 
 
 @dataclass(frozen=True)
@@ -355,9 +357,26 @@ class Costs:
             )
         )
 
+    async def quiet(self, timeout_s: float = 180.0) -> None:
+        """Until the set-up's own writes have landed: the deploy's events and the runs
+        Prefect's scheduler makes for every deployment stop growing over one flush of the
+        server's event persister (5 s). Else the idle stretch would count them as background
+        and subtract them, scaled up to the slot's window, from the slot's writes."""
+        tables = ("events", "event_resources", "flow_run")
+        deadline = time.monotonic() + timeout_s
+        before = await asyncio.to_thread(row_counts, self.prefect_db, tables)
+        while time.monotonic() < deadline:
+            await asyncio.sleep(QUIET_S)
+            now = await asyncio.to_thread(row_counts, self.prefect_db, tables)
+            if now == before:
+                return
+            before = now
+        print(f"the Prefect database still grew {timeout_s:.0f} s after the set-up", flush=True)
+
     async def idle(self) -> None:
-        """Two samples `IDLE_S` apart, once PostgreSQL has published what came before: the
-        background's rates (workers polling, the server's services)."""
+        """Two samples `IDLE_S` apart, once the set-up's writes have landed and PostgreSQL has
+        published them: the background's rates (workers polling, the server's services)."""
+        await self.quiet()
         await asyncio.sleep(PG_STATS_SETTLE_S)
         self.sample()
         await asyncio.sleep(IDLE_S)
@@ -693,6 +712,12 @@ def main() -> int:
     parser.add_argument("--time-scale", type=float, default=0.1, help="fleet timing scale")
     parser.add_argument("--timeout", type=float, default=900, help="seconds for the slot")
     parser.add_argument("--keep", action="store_true", help="keep the logs folder")
+    parser.add_argument("--deployers", type=int, default=2,
+                        help="`prefect deploy --all` processes at once, each with a share of "
+                             "the deployments")  # fmt: skip
+    parser.add_argument("--default-command", action="store_true",
+                        help="leave the pool's flow-run command blank (Prefect's workspace "
+                             "supervisor, then the engine: a second process start per round)")  # fmt: skip
     parser.add_argument("--costs-json", type=Path, default=None,
                         help="write the measured figures here (python -m scale.model reads it)")  # fmt: skip
     args = parser.parse_args()
@@ -729,14 +754,39 @@ def _load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def api_ca_file(tmp: Path) -> Path:
+    """A CA file of one root certificate (the first of certifi's bundle), for
+    PREFECT_API_SSL_CERT_FILE: the CAs trusted for the Prefect API's TLS.
+
+    Prefect's client builds a verified TLS context from that file for every client it makes,
+    whatever the API's scheme: about 15 in a round's process and 7 per deployment at
+    `prefect deploy`, 18 ms each from certifi's 117 roots, about a tenth of a round's CPU and
+    half the deploy CLI's. The API here is plain http on loopback (as in the README's
+    recipe), so no certificate is ever checked against the file; an API behind TLS would
+    name the CA that signs its certificate."""
+    import certifi
+
+    bundle = Path(certifi.where()).read_text()
+    end = "-----END CERTIFICATE-----"
+    first = bundle[bundle.index("-----BEGIN CERTIFICATE-----") : bundle.index(end) + len(end)]
+    path = tmp / "prefect-api-ca.pem"
+    path.write_text(first + "\n")
+    return path
+
+
 def _env(pg: Cluster, tmp: Path, api: str) -> dict[str, str]:
+    # A worker machine caches the checkout's bytecode like any Python install; a shell that
+    # forbids it (PYTHONDONTWRITEBYTECODE) would have every flow-run process compile the
+    # project's modules again (about 0.4 CPU-s a round), a cost no deployment pays.
+    inherited = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     return {
-        **os.environ,
+        **inherited,
         "PYTHONUNBUFFERED": "1",
         "PREFECT_HOME": str(tmp / "prefect"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_API_DATABASE_CONNECTION_URL": pg.url("prefect", driver="asyncpg"),
         "PREFECT_API_URL": api,
+        "PREFECT_API_SSL_CERT_FILE": str(api_ca_file(tmp)),
     }
 
 
@@ -751,7 +801,9 @@ def _start_server_and_fleet(pg: Cluster, args: argparse.Namespace, tmp: Path, pr
         server = procs.start(
             "server",
             [py, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env,
+            # task runs and events recorded in batches; the scheduler keeps 3 runs of each
+            # deployment ahead, not 100 (20,700 flow runs made right after deploying 207)
+            {**env, **server_env(env), "PREFECT_SERVER_SERVICES_SCHEDULER_MAX_RUNS": "3"},
         )
         wait_for("prefect server", lambda: healthy(api), 180, server)
     os.environ.update(PREFECT_API_URL=api)
@@ -768,6 +820,59 @@ def _start_server_and_fleet(pg: Cluster, args: argparse.Namespace, tmp: Path, pr
     return env, match.group(1)
 
 
+def engine_pool_template(env: dict[str, str]) -> dict[str, Any]:
+    """Prefect's default process job template, with each flow run started as the engine
+    itself (`python -m prefect.engine`, this interpreter).
+
+    Left blank, Prefect 3.9's process worker starts a workspace supervisor
+    (`prefect.runner._workspace_supervisor`) that imports Prefect, runs the deployment's pull
+    steps and then replaces itself with a fresh `python -m prefect.engine`, which imports
+    Prefect again: about 1.6 CPU-s a round for a second interpreter start. With a command
+    set, the worker starts the engine directly and the engine runs the same pull steps
+    (`set_working_directory`) before it loads the flow (Prefect's `load_flow_from_flow_run`).
+    """
+    default = run([sys.executable, "-m", "prefect", "work-pool", "get-default-base-job-template",
+                   "--type", "process"], env, "get-default-base-job-template")  # fmt: skip
+    template: dict[str, Any] = json.loads(default)
+    command = f"{shlex.quote(sys.executable)} -m prefect.engine"
+    template["variables"]["properties"]["command"]["default"] = command
+    return template
+
+
+def split_prefect_file(path: Path, parts: int) -> list[Path]:
+    """The rendered prefect.yaml as `parts` files of every `parts`-th deployment each (the
+    same pull step and definitions), for as many `prefect deploy --all` at once."""
+    if parts <= 1:
+        return [path]
+    rendered = yaml.safe_load(path.read_text())
+    deployments = rendered.pop("deployments")
+    files = []
+    for i in range(parts):
+        part = path.with_name(f"{path.stem}-{i + 1}{path.suffix}")
+        part.write_text(yaml.safe_dump({**rendered, "deployments": deployments[i::parts]}))
+        files.append(part)
+    return files
+
+
+def deploy_all(files: list[Path], env: dict[str, str]) -> None:
+    """`prefect deploy --all` of each file, all at once (each its log beside the file): the
+    CLI spends much of a deployment waiting on the server, and one at a time leaves a core
+    idle."""
+    deploy = [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--all", "--prefect-file"]
+    procs = []
+    for f in files:
+        with f.with_suffix(".log").open("w") as log:
+            procs.append(
+                subprocess.Popen(
+                    [*deploy, str(f)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+                )
+            )
+    for f, proc in zip(files, procs, strict=True):
+        if proc.wait(timeout=900) != 0:
+            out = f.with_suffix(".log").read_text(errors="replace")
+            raise RuntimeError(f"prefect deploy {f.name} failed ({proc.returncode}):\n{out}")
+
+
 def _deploy_and_start_workers(canary_env: dict[str, str], args: argparse.Namespace, tmp: Path,
                               procs: Processes, timings: dict[str, float]) -> None:  # fmt: skip
     """The README's recipe: render, the work pool (its concurrency limit bounds the rounds at
@@ -777,15 +882,23 @@ def _deploy_and_start_workers(canary_env: dict[str, str], args: argparse.Namespa
     (tmp / "prefect.yaml").write_text(rendered)
     count = len(yaml.safe_load(rendered)["deployments"])
     with _timed(timings, f"work pool + {count} deployments (prefect deploy)"):
-        run([py, "-m", "prefect", "work-pool", "create", POOL, "--type", "process"],
-            canary_env, "work-pool create")  # fmt: skip
+        pool = [py, "-m", "prefect", "work-pool", "create", POOL, "--type", "process"]
+        if not args.default_command:
+            (tmp / "pool.json").write_text(json.dumps(engine_pool_template(canary_env)))
+            pool += ["--base-job-template", str(tmp / "pool.json")]
+        run(pool, canary_env, "work-pool create")
         run([py, "-m", "prefect", "work-pool", "set-concurrency-limit", POOL,
              str(args.concurrency)], canary_env, "work-pool set-concurrency-limit")  # fmt: skip
         # held until the slot is fired, so a :00/:30 passing during the set-up starts nothing
         run([py, "-m", "prefect", "work-queue", "pause", "default", "--pool", POOL],
             canary_env, "work-queue pause")  # fmt: skip
-        run([py, "-m", "prefect", "--no-prompt", "deploy", "--all", "--prefect-file",
-             str(tmp / "prefect.yaml")], canary_env, "prefect deploy", timeout_s=900)  # fmt: skip
+        server = [proc.pid for name, proc in procs.started if name == "server"]
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN), tree_cpu_s(server)
+        deploy_all(split_prefect_file(tmp / "prefect.yaml", args.deployers), canary_env)
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN), tree_cpu_s(server)
+    cli_s = sum(getattr(cpu1[0], f) - getattr(cpu0[0], f) for f in ("ru_utime", "ru_stime"))
+    print(f"prefect deploy: {count} deployments by {args.deployers} processes, CPU-s: the CLI "
+          f"{cli_s:.1f}, the server {cpu1[1] - cpu0[1]:.1f}", flush=True)  # fmt: skip
     worker_env = {**canary_env, "PREFECT_WORKER_QUERY_SECONDS": "2"}
     for i in range(args.workers):
         procs.start(

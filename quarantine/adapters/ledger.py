@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlalchemy import JSON, Column, DateTime, UniqueConstraint, delete, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import registry
@@ -31,6 +30,9 @@ from ground.clock import as_utc
 from ground.db import open_engine
 from probes.types import Contract, Outcome
 from quarantine.models import Decision, RoundReport
+
+if TYPE_CHECKING:  # pandas is imported where a frame is read: a round only writes rows
+    import pandas as pd
 
 
 class _LedgerBase(SQLModel, registry=registry()):
@@ -256,6 +258,8 @@ class Ledger:
         if since is not None:
             query = query.where(table.at >= as_utc(since))  # type: ignore[attr-defined]
         query = query.order_by(table.at, table.id)  # type: ignore[attr-defined]
+        import pandas as pd
+
         frame = pd.read_sql(query, self.engine)
         for column in ("at", "until"):
             if column in frame:

@@ -224,6 +224,20 @@ INVOICE = {
             "tool_args_malformed",
         ),
         ("tool_agent", _done("I would open a ticket."), "no_tool_call"),
+        (
+            "tool_agent",
+            _done('<tool_call>\n{"name": "create_ticket", "arguments": {}}\n</tool_call>'),
+            "tool_markup_leak",
+        ),
+        (  # a leak beside a well-formed call is still a broken parser
+            "tool_agent",
+            _done(
+                "[TOOL_CALLS]",
+                "tool_calls",
+                [ToolCall("c1", "create_ticket", '{"title": "x", "priority": "high"}')],
+            ),
+            "tool_markup_leak",
+        ),
         ("chat", _done(",Hello there, traveller. The night is young."), "stray_start"),
     ],
 )

@@ -189,12 +189,16 @@ async def test_r2_stream_cut_on_side_effect_free_workload_falls_back(fleet: Flee
         ),
         ({"kind": "tool_unknown_name"}, "tool_agent", TOOLS, "unknown_tool"),
         ({"kind": "tool_bad_args"}, "tool_agent", TOOLS, "tool_args_invalid"),
+        ({"kind": "tool_as_text", "style": "xml"}, "tool_agent", TOOLS, "tool_markup_leak"),
+        ({"kind": "tool_as_text", "style": "mistral"}, "tool_agent", TOOLS, "tool_markup_leak"),
+        ({"kind": "tool_as_text", "style": "kimi"}, "tool_agent", TOOLS, "tool_markup_leak"),
+        ({"kind": "tool_as_text", "style": "llama"}, "tool_agent", TOOLS, "tool_markup_leak"),
     ],
 )
 async def test_r7_invalid_successful_response_rejected_then_fallback(
     fleet: FleetHandle, defect: dict, workload: str, body: dict, reason: str
 ) -> None:
-    """HTTP 200 that breaks the contract (bad JSON, missing field, unknown tool, bad args) is rejected and the fallback answers (R7)."""
+    """HTTP 200 that breaks the contract (bad JSON, missing field, unknown tool, bad args, call markup leaked into the content) is rejected and the fallback answers (R7)."""
     fleet.load(routing_scenario(defects={"alpha-a": [{**defect, "rate": 1.0}]}))
     router = make_router(
         fleet.base_url, fleet.key, catalog=routing_catalog(classify={"semantic": None})
