@@ -24,8 +24,13 @@ lint: setup
 typecheck: setup
 	$(VENV)/bin/mypy
 
+# Two pytest-xdist workers, one per core (tests/conftest.py). A module's tests stay on one
+# worker (`loadscope`), so a module-scoped fixture is built once; modules are handed out in
+# collection order (the flow modules, the longest, early), not largest first. PYTEST_WORKERS=0
+# runs the suite in one process.
+PYTEST_WORKERS ?= 2
 pytest: setup
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 test: lint typecheck pytest
 

@@ -5,11 +5,7 @@ the real fleet and Prefect's test harness."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -168,32 +164,3 @@ def test_q7_ignore_merges_builtin_incident_and_canary_layers(small_model: str) -
     assert code == 0, out
     code, out = _run("ignore", "--model", m)
     assert set(json.loads(out)) == {"b", "bad/fp8"}
-
-
-def test_o6_state_survives_across_processes(small_model: str, tmp_path: Path) -> None:
-    """A round run in this process is visible to a separate `canary` process through the
-    Prefect API (state block) and the ledger, as it is for cron, CLI and UI."""
-    from prefect.settings import PREFECT_API_URL
-
-    m = small_model
-    for at in (T0, "2026-11-03T00:30:00Z"):
-        code, out = _run("round", "--model", m, "--mode", "enforce", "--at", at)
-        assert code == 0, out
-    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
-    out = subprocess.run(
-        [str(Path(sys.executable).parent / "canary"), "status", "--model", m, "--json"],
-        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    status = json.loads(out.stdout)
-    assert status["mode"] == "enforce"
-    assert status["providers"]["bad/fp8"]["suspensions"] == 1
-    probe = subprocess.run(
-        [sys.executable, "-c",
-         "import sys; from quarantine.adapters.ledger import Ledger; from ground.settings import load_settings;"
-         "f = Ledger(load_settings().resolved_ledger_url).decisions_frame(sys.argv[1]);"
-         "print(','.join(f.kind))", m],
-        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
-    )  # fmt: skip
-    assert probe.returncode == 0, probe.stderr[-2000:]
-    assert "suspended" in probe.stdout.strip().split(",")

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from prefect import get_client
 from prefect.client.schemas.filters import (
-    ArtifactFilter,
-    ArtifactFilterKey,
+    ArtifactCollectionFilter,
+    ArtifactCollectionFilterKey,
     FlowRunFilter,
     FlowRunFilterName,
 )
@@ -58,7 +58,9 @@ async def _runs(name: str) -> list[Any]:
 async def _artifact() -> Any:
     async with get_client() as client:
         [latest] = await client.read_latest_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[ARTIFACT_KEY]))
+            artifact_filter=ArtifactCollectionFilter(
+                key=ArtifactCollectionFilterKey(any_=[ARTIFACT_KEY])
+            )
         )
         return latest
 

@@ -41,7 +41,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     home = tmp_path_factory.mktemp("server-faults")
-    settings = Settings(_env_file=None, home=home, prefect_port=_free_port())  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, home=home, prefect_port=_free_port())
     with pytest.MonkeyPatch.context() as env:  # the server's batching comes from us alone
         for name in SERVER_ENV:
             env.delenv(name, raising=False)

@@ -20,7 +20,7 @@ from tests.fleet.prompts import PROMPTS
 
 LLAMA = "meta-llama/llama-3.3-70b-instruct"
 
-WEATHER = {
+WEATHER: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "get_weather",
@@ -37,7 +37,7 @@ WEATHER = {
         },
     },
 }
-BOOKING = {
+BOOKING: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "book_table",

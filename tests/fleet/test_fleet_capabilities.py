@@ -53,7 +53,7 @@ NESTED = {
         }
     },
 }
-WEATHER_TOOL = {
+WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "get_weather",
@@ -68,7 +68,7 @@ WEATHER_TOOL = {
         },
     },
 }
-BOOK_TOOL = {
+BOOK_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
         "name": "book_room",

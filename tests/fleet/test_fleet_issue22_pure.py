@@ -220,7 +220,7 @@ def test_healthy_endpoints_never_show_an_issue22_defect(
     assert bool(plan.reasoning) == (endpoint.reasoning == "stream")
 
 
-NEW_KINDS = {
+NEW_KINDS: dict[str, dict[str, Any]] = {
     "tool_as_text": {"style": "kimi"},
     "tool_schema_violation": {"modes": ["wrong_enum"]},
     "tools_ignored": {},

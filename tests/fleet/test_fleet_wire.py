@@ -40,7 +40,7 @@ def test_c2_openai_client_streams_with_usage_and_provider(fleet: FleetHandle) ->
         messages=PROMPT,
         stream=True,
         stream_options={"include_usage": True},
-        extra_body=_pin("deepinfra/fp8"),  # type: ignore[arg-type]
+        extra_body=_pin("deepinfra/fp8"),
     )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -59,7 +59,7 @@ def test_c2_openai_client_non_stream(fleet: FleetHandle) -> None:
     client = openai.OpenAI(base_url=fleet.base_url, api_key=fleet.key, max_retries=0)
     result = client.chat.completions.create(
         model=LLAMA, messages=PROMPT, extra_body=_pin("together/fp8")
-    )  # type: ignore[arg-type]
+    )
     assert result.choices[0].message.content and result.choices[0].message.content.startswith("*")
     assert result.model_extra and result.model_extra["provider"] == "Together"
     assert result.usage is not None and result.usage.completion_tokens > 0
@@ -225,7 +225,7 @@ def test_openai_client_sees_rate_limit_with_retry_after(fleet: FleetHandle) -> N
     with pytest.raises(openai.RateLimitError) as info:
         client.chat.completions.create(
             model=LLAMA, messages=PROMPT, extra_body=_pin("firstfail/fp8")
-        )  # type: ignore[arg-type]
+        )
     assert info.value.response.headers["retry-after"] == "1"
     assert info.value.body == {
         "code": 429,
@@ -234,7 +234,7 @@ def test_openai_client_sees_rate_limit_with_retry_after(fleet: FleetHandle) -> N
     }
     result = client.chat.completions.create(
         model=LLAMA, messages=PROMPT, extra_body=_pin("firstfail/fp8")
-    )  # type: ignore[arg-type]
+    )
     assert result.choices[0].finish_reason == "stop"
 
 

@@ -123,6 +123,7 @@ async def test_a_ledger_that_cannot_be_written_makes_the_round_say_so(
     assert isinstance(summary, RoundSummary) and summary.round_id
     assert summary.warnings and "DatabaseError" in summary.warnings[0]
     async with get_client() as client:
+        assert state.state_details.flow_run_id is not None
         run_ = await client.read_flow_run(state.state_details.flow_run_id)
     assert run_.state is not None and run_.state.name == "Completed with warnings"
 

@@ -196,12 +196,11 @@ async def test_c13_a_budget_below_the_forecast_degrades_then_freezes_and_alerts(
     before = await aload_state(model)
     monkeypatch.setenv("CANARY_DAILY_BUDGET_USD", f"{bill['spent_usd'] * 0.9:.6f}")
     canary_env.clear_requests()
-    state = await canary_round(
-        model=model, mode="enforce", at=t0 + 2 * HALF_HOUR, return_state=True
-    )
-    assert state.is_completed() and state.name == "Completed with warnings", state
-    assert "round frozen (budget)" in (state.message or "")
-    third = await state.aresult()
+    run = await canary_round(model=model, mode="enforce", at=t0 + 2 * HALF_HOUR, return_state=True)
+    assert run.is_completed() and run.name == "Completed with warnings", run
+    assert "round frozen (budget)" in (run.message or "")
+    third = await run.aresult()
+    assert isinstance(third, RoundSummary)
     assert _served(canary_env, model) == []  # nothing probed
     assert {v for _t, _l, v, _w in third.endpoints} == {"frozen"}
     assert third.budget["level"] == "frozen" and third.bill["total"]["requests"] == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -55,29 +56,29 @@ def _kinds(summary: RoundSummary) -> list[tuple[str, str]]:
     return sorted((d["kind"], d["tag"]) for d in summary.decisions)
 
 
-async def _events(name: str, model: str, wanted: int, settle_s: float = 0.0) -> list[Any]:
-    """The `name` events about `model` once at least `wanted` reached the API (then, after
-    `settle_s`, all of them: to see that no more came)."""
+async def _read_events(name: str, model: str) -> list[Any]:
+    """The `name` events about `model` the API has stored so far."""
     from prefect.events.filters import EventFilter, EventNameFilter
 
-    mine: list[Any] = []
-    for _ in range(150):
-        async with get_client() as client:
-            page = await client.read_events(
-                EventFilter(event=EventNameFilter(name=[name])), limit=50
-            )
-        mine = [e for e in page.events if e.resource.get("canary.model") == model]
-        if len(mine) >= wanted:
-            break
+    async with get_client() as client:
+        page = await client.read_events(EventFilter(event=EventNameFilter(name=[name])), limit=50)
+    return [e for e in page.events if e.resource.get("canary.model") == model]
+
+
+async def _events_until_now(name: str, model: str) -> list[Any]:
+    """Every `name` event about `model` emitted so far in this process: a marker event is
+    emitted after them and, once the API has it, so has it every event emitted before it
+    (one events client per process, sent and stored in order). A wait on that, not a sleep,
+    shows that no further event came."""
+    from prefect.events import emit_event
+
+    marker = f"canary-tests.marker.{uuid.uuid4().hex}"
+    emit_event(marker, resource={"prefect.resource.id": "canary-tests", "canary.model": model})
+    for _ in range(300):
+        if await _read_events(marker, model):
+            return await _read_events(name, model)
         await asyncio.sleep(0.1)
-    if settle_s:
-        await asyncio.sleep(settle_s)
-        async with get_client() as client:
-            page = await client.read_events(
-                EventFilter(event=EventNameFilter(name=[name])), limit=50
-            )
-        mine = [e for e in page.events if e.resource.get("canary.model") == model]
-    return mine
+    raise AssertionError(f"the marker event {marker} never reached the API")
 
 
 @pytest.mark.slow
@@ -85,10 +86,10 @@ async def test_c5_q5_a_control_that_stops_filtering_never_reinstates_a_refusing_
     canary_env: FleetHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """C5/Q5: `wall` refuses and is suspended while the control filters; then the control
-    stops filtering (the refusal probe is weak) and `wall` keeps refusing: three rounds
-    later it is still suspended (before issue 23 its refusals counted as clean and it was
-    reinstated after two). Once the control filters again and `wall` is fixed, two clean
-    rounds reinstate it."""
+    stops filtering (the refusal probe is weak) and `wall` keeps refusing: two rounds later,
+    which would reinstate it were they clean, it is still suspended with no clean round
+    counted (before issue 23 its refusals counted as clean and it was reinstated after two).
+    Once the control filters again and `wall` is fixed, two clean rounds reinstate it."""
     model = "test/evidence-weak"
     monkeypatch.setenv("CANARY_CONTROL_PROVIDERS", "ctl/fp8")
     healthy = [endpoint(t) for t in ("a/fp8", "b/fp8", "c/fp8")]
@@ -105,7 +106,7 @@ async def test_c5_q5_a_control_that_stops_filtering_never_reinstates_a_refusing_
     assert ("suspended", "wall/fp8") in _kinds(second)
 
     serve(control_filters=False, wall_refuses=True)
-    for n in range(2, 5):
+    for n in range(2, 4):  # two unjudged rounds
         summary = await _round(model, t0 + n * HALF_HOUR)
         assert summary.weak_refusal_probe and summary.refusal_probe == "weak"
         assert _kinds(summary) == [], summary.decisions
@@ -114,7 +115,7 @@ async def test_c5_q5_a_control_that_stops_filtering_never_reinstates_a_refusing_
         assert rows["wall/fp8"] == "unjudged" and rows["a/fp8"] == "unjudged"
     state = await aload_state(model)
     wall = state.providers["wall/fp8"]
-    assert wall.suspended(t0 + 4 * HALF_HOUR) and wall.consecutive_clean_rounds == 0
+    assert wall.suspended(t0 + 3 * HALF_HOUR) and wall.consecutive_clean_rounds == 0
     assert "refusal: weak probe (a positive control passed)" in wall.recent_rounds[-1].unjudged
     status = await Artifact.aget(f"canary-status-{model_slug(model)}")
     assert status is not None and isinstance(status.data, str)
@@ -126,10 +127,10 @@ async def test_c5_q5_a_control_that_stops_filtering_never_reinstates_a_refusing_
     assert "| `wall/fp8` | not judged | " in decisions.data
 
     serve(control_filters=True, wall_refuses=False)
-    fifth = await _round(model, t0 + 5 * HALF_HOUR)
-    assert ("reinstated_early", "wall/fp8") not in _kinds(fifth)
-    sixth = await _round(model, t0 + 6 * HALF_HOUR)
-    assert ("reinstated_early", "wall/fp8") in _kinds(sixth)
+    first_clean = await _round(model, t0 + 4 * HALF_HOUR)
+    assert ("reinstated_early", "wall/fp8") not in _kinds(first_clean)
+    second_clean = await _round(model, t0 + 5 * HALF_HOUR)
+    assert ("reinstated_early", "wall/fp8") in _kinds(second_clean)
 
 
 @pytest.mark.slow
@@ -137,9 +138,10 @@ async def test_c5_q5_a_model_level_start_style_suspends_no_host_and_reinstates_n
     canary_env: FleetHandle,
 ) -> None:
     """C5/Q5: a host suspended for stray starts, then every host (it included) opens with the
-    same quote (a model-level finding): three rounds suspend nobody and do not reinstate it
-    early, since the start contract is unjudged for all (before issue 23 a model-level
-    finding counted as clean). With the style gone, two clean rounds reinstate it."""
+    same quote (a model-level finding): two rounds, which would reinstate it were they
+    clean, suspend nobody and do not reinstate it early, since the start contract is
+    unjudged for all (before issue 23 a model-level finding counted as clean). With the style
+    gone, two clean rounds reinstate it."""
     model = "test/evidence-style"
     load_model(
         canary_env, model, [*(endpoint(t) for t in HEALTHY), endpoint("bad/fp8", defects=STRAY)]
@@ -150,19 +152,20 @@ async def test_c5_q5_a_model_level_start_style_suspends_no_host_and_reinstates_n
     assert _kinds(second) == [("suspended", "bad/fp8")]
 
     load_model(canary_env, model, [endpoint(t, defects=QUOTED) for t in [*HEALTHY, "bad/fp8"]])
-    for n in range(2, 5):
+    for n in range(2, 4):  # two unjudged rounds
         summary = await _round(model, t0 + n * HALF_HOUR)
         assert _kinds(summary) == [], summary.decisions
         assert len(summary.findings) == 1 and "model-level: start:" in summary.findings[0]
         why = summary.unjudged["bad/fp8"]
         assert "start: model-level finding (most hosts share it)" in why, why
-    assert (await aload_state(model)).providers["bad/fp8"].suspended(t0 + 4 * HALF_HOUR)
+    bad = (await aload_state(model)).providers["bad/fp8"]
+    assert bad.suspended(t0 + 3 * HALF_HOUR) and bad.consecutive_clean_rounds == 0
 
     load_model(canary_env, model, [endpoint(t) for t in [*HEALTHY, "bad/fp8"]])
-    fifth = await _round(model, t0 + 5 * HALF_HOUR)
-    assert ("reinstated_early", "bad/fp8") not in _kinds(fifth)
-    sixth = await _round(model, t0 + 6 * HALF_HOUR)
-    assert ("reinstated_early", "bad/fp8") in _kinds(sixth)
+    first_clean = await _round(model, t0 + 4 * HALF_HOUR)
+    assert ("reinstated_early", "bad/fp8") not in _kinds(first_clean)
+    second_clean = await _round(model, t0 + 5 * HALF_HOUR)
+    assert ("reinstated_early", "bad/fp8") in _kinds(second_clean)
 
 
 async def test_c5_without_a_positive_control_the_refusal_contract_is_unverified_and_alerts_once(
@@ -179,7 +182,7 @@ async def test_c5_without_a_positive_control_the_refusal_contract_is_unverified_
         summary = await _round(model, t0 + n * HALF_HOUR)
         assert summary.refusal_probe == "unverified"
         assert {v for _t, _l, v, _w in summary.endpoints} == {"clean"}
-    events = await _events("canary.controls.missing", model, wanted=1, settle_s=6.0)
+    events = await _events_until_now("canary.controls.missing", model)
     assert len(events) == 1, [e.payload for e in events]
     assert "CANARY_CONTROL_PROVIDERS" in events[0].payload["reason"]
     state = await aload_state(model)

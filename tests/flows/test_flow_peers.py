@@ -6,6 +6,7 @@ Real fleet over loopback, Prefect's test harness, real SQLite."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 import pytest
 from prefect.artifacts import Artifact
@@ -31,7 +32,9 @@ def _slot(locale: str) -> datetime:
     return at
 
 
-async def _round(model: str, at: datetime, mode: str = "enforce") -> RoundSummary:
+async def _round(
+    model: str, at: datetime, mode: Literal["observe", "enforce"] = "enforce"
+) -> RoundSummary:
     summary = await canary_round(model=model, mode=mode, at=at)
     assert isinstance(summary, RoundSummary)
     return summary

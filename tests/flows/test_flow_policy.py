@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from prefect.blocks.notifications import CustomWebhookNotificationBlock
@@ -44,7 +44,9 @@ def _load_with_switching_host(canary_env: FleetHandle, model: str, *others: dict
     )  # fmt: skip
 
 
-async def _round(model: str, at: datetime, mode: str = "enforce") -> RoundSummary:
+async def _round(
+    model: str, at: datetime, mode: Literal["observe", "enforce"] = "enforce"
+) -> RoundSummary:
     summary = await canary_round(model=model, mode=mode, at=at)
     assert isinstance(summary, RoundSummary)
     return summary
@@ -119,12 +121,14 @@ async def test_q3_q8_observe_mode_records_would_suspend_and_notifies(
     assert state.providers["bad/fp8"].suspended_until is None
 
 
-async def test_q4_q5_capacity_floor_then_recovery_after_two_clean_rounds(
+async def test_q4_capacity_floor_suspends_one_broken_host_and_blocks_the_other(
     canary_env: FleetHandle,
 ) -> None:
     """3 endpoints, 2 broken (in different ways: two of three hosts with the same defect is
-    the model's, issue 14): one is suspended, the other blocked by the floor (alert); once
-    fixed, the suspended one is reinstated after two clean rounds."""
+    the model's, issue 14): at their second failing round one is suspended, the other blocked
+    by the floor (alert), and provider.ignore holds the suspended one only. (Recovery after
+    two clean rounds through real rounds: test_flow_evidence.py's two reinstatement tests;
+    the rule itself: test_policy.py's Q5 tests.)"""
     model = "test/floor"
     load_model(
         canary_env,
@@ -140,19 +144,16 @@ async def test_q4_q5_capacity_floor_then_recovery_after_two_clean_rounds(
     assert _kinds(second) == [("blocked_by_floor", "bad2/fp8"), ("suspended", "bad1/fp8")]
     assert ignore_tags(await aignore_list(model, T0 + HALF_HOUR)) == ["bad1/fp8"]
 
-    load_model(canary_env, model, [endpoint(t) for t in ("ok/fp8", "bad1/fp8", "bad2/fp8")])
-    third = await _round(model, T0 + 2 * HALF_HOUR)
-    assert ("reinstated_early", "bad1/fp8") not in _kinds(third)
-    fourth = await _round(model, T0 + 3 * HALF_HOUR)
-    assert ("reinstated_early", "bad1/fp8") in _kinds(fourth)
-    assert ignore_tags(await aignore_list(model, T0 + 3 * HALF_HOUR)) == []
 
-
-async def test_q6_q8_ladder_1_3_7_days_forgetting_after_14_days_and_lift(
+async def test_q6_q8_the_ladder_climbs_across_rounds_and_a_lift_keeps_the_rung(
     canary_env: FleetHandle,
 ) -> None:
-    """A host that keeps failing climbs 1, 3, 7 days across `at` jumps; 14 clean days
-    after the last suspension end the ladder restarts at 1 day; a manual lift keeps the rung."""
+    """A host that keeps failing is suspended for 1 day and, failing again in the rounds after
+    that suspension ended (an `at` jump), for 3 days: the rung lives in the stored state
+    between rounds; a manual lift takes it out of provider.ignore and keeps the rung. (The
+    whole ladder, 1, 3, 7, 7 days, and forgetting 14 days after the last suspension are the
+    pure policy's: test_policy.py's Q6 tests; every field's round trip through the block:
+    test_quarantine_store.py.)"""
     model = "test/ladder"
     load_model(
         canary_env,
@@ -160,39 +161,27 @@ async def test_q6_q8_ladder_1_3_7_days_forgetting_after_14_days_and_lift(
         [endpoint("a/fp8"), endpoint("b/fp8"), endpoint("bad/fp8", defects=STRAY)],
     )
 
-    async def suspend_twice(at: datetime) -> dict[str, Any]:
+    async def suspend_twice(at: datetime) -> tuple[int, int]:
+        """The rung and the length in days of the suspension the second round decides."""
         await _round(model, at)
         second = await _round(model, at + HALF_HOUR)
-        [decision] = [d for d in second.decisions if d["kind"] == "suspended"]
-        return decision
+        [d] = [d for d in second.decisions if d["kind"] == "suspended"]
+        at_, until = datetime.fromisoformat(d["at"]), datetime.fromisoformat(d["until"])
+        return d["rung"], (until - at_).days
 
-    lengths = []
-    at = T0
-    for _ in range(3):
-        d = await suspend_twice(at)
-        until = datetime.fromisoformat(d["until"])
-        lengths.append((until - datetime.fromisoformat(d["at"])).days)
-        at = until + timedelta(hours=1)
-    assert lengths == [1, 3, 7]
-
-    # 14 days after the end of the last suspension the history is forgotten
-    at = at + timedelta(days=14)
-    first = await _round(model, at)
-    assert ("forgiven", "bad/fp8") in _kinds(first)
-    second = await _round(model, at + HALF_HOUR)
-    [d] = [d for d in second.decisions if d["kind"] == "suspended"]
-    assert d["rung"] == 1
-    assert (datetime.fromisoformat(d["until"]) - datetime.fromisoformat(d["at"])).days == 1
+    assert await suspend_twice(T0) == (1, 1)
+    ended = T0 + HALF_HOUR + timedelta(days=1)
+    assert await suspend_twice(ended + timedelta(hours=1)) == (2, 3)
 
     # manual lift: out of provider.ignore now, rung kept
-    now = datetime.fromisoformat(d["at"]) + timedelta(hours=1)
+    now = ended + timedelta(hours=2)
     assert "bad/fp8" in ignore_tags(await aignore_list(model, now))
     lifted = await lift_suspension(
         model=model, tag="bad/fp8", reason="fixed upstream", author="ops", at=now
     )
     assert lifted["kind"] == "lifted" and lifted["actor"] == "ops"
     assert "bad/fp8" not in ignore_tags(await aignore_list(model, now))
-    assert (await aload_state(model)).providers["bad/fp8"].suspensions == 1
+    assert (await aload_state(model)).providers["bad/fp8"].suspensions == 2
 
 
 WALL = [{"kind": "policy_filter", "rate": 1.0, "modes": ["refusal"]}]
@@ -361,7 +350,9 @@ async def test_o1_o3_the_graph_holds_the_rounds_steps_and_a_task_run_per_endpoin
     assert run_id is not None
     runs = await final_task_runs(run_id, expected=8)
     names = set(runs)
-    locale = next(row[1] for row in (await state.aresult()).endpoints if row[0] == "always/fp8")
+    summary = await state.aresult()
+    assert isinstance(summary, RoundSummary)
+    locale = next(row[1] for row in summary.endpoints if row[0] == "always/fp8")
     assert {"probe 4 endpoints", f"confirm always/fp8 [{locale}]", "clean: 3 endpoints"} <= names
     failed = [n for n in names if n.startswith("always/fp8: failed language")]
     assert len(failed) == 1, names  # (its start may be a peer outlier, not counted)
@@ -394,7 +385,7 @@ async def test_o2_a_round_that_lost_its_lock_applies_nothing_and_gives_the_state
     model = "test/lock-lost"
     load_model(canary_env, model, [endpoint("a/fp8"), endpoint("slow/fp8", timing=SLOW)])
     before = asyncio.all_tasks()
-    running = asyncio.create_task(
+    running = asyncio.ensure_future(
         canary_round(model=model, mode="enforce", at=T0, return_state=True)
     )
     for _ in range(200):
@@ -429,47 +420,6 @@ async def test_a_round_starts_the_endpoint_reported_slowest_first(
               if r["model"] == model and r["tag"]]  # fmt: skip
     assert probed[0] == "z-slow/fp8", probed[:5]
     assert [row[0] for row in summary.endpoints] == ["a/fp8", "b/fp8", "z-slow/fp8"]
-
-
-async def test_o1_o3_round_run_is_named_tagged_and_leaves_artifacts(
-    canary_env: FleetHandle,
-) -> None:
-    """The flow run says model and time in its name, model and mode in its tags, and leaves
-    the endpoint x contract table and a markdown summary explaining each decision."""
-    from prefect import get_client
-    from prefect.artifacts import Artifact
-
-    from ground.slugs import model_slug
-
-    model = "test/audit"
-    load_model(
-        canary_env,
-        model,
-        [
-            endpoint("a/fp8"),
-            endpoint("b/fp8"),
-            endpoint("c/fp8"),
-            endpoint("bad/fp8", defects=STRAY),
-        ],
-    )
-    await _round(model, T0)
-    state = await canary_round(model=model, mode="enforce", at=T0 + HALF_HOUR, return_state=True)
-    async with get_client() as client:
-        run = await client.read_flow_run(state.state_details.flow_run_id)
-    assert run.name == "test/audit @ 2026-11-02 00:30Z"
-    assert {"model:test/audit", "mode:enforce"} <= set(run.tags)
-
-    table = await Artifact.aget(f"canary-round-{model_slug(model)}")
-    assert table is not None and table.flow_run_id == run.id
-    rows = json.loads(table.data) if isinstance(table.data, str) else table.data
-    assert {(r["endpoint"], r["contract"]) for r in rows} >= {
-        ("bad/fp8", "start"),
-        ("a/fp8", "language"),
-    }
-    assert any(r["endpoint"] == "bad/fp8" and r["outcome"] == "fail" for r in rows)
-    summary = await Artifact.aget(f"canary-decisions-{model_slug(model)}")
-    assert summary is not None and isinstance(summary.data, str)
-    assert "| suspended | `bad/fp8` |" in summary.data and "start:stray_start" in summary.data
 
 
 async def test_o1_discovery_failure_fails_the_run_and_changes_no_state(

@@ -26,11 +26,16 @@ DEFECTIVE = {
     "toolparse/fp8": ("tools:as_text",),  # issue 22: its tool parser leaks <tool_call> markup
 }
 NEVER_SUSPENDED = {"flaky/fp8", "nostruct/bf16"}
-ROUNDS = 8
+# two rounds to suspend, two more in which the suspended hosts keep failing (never suspended
+# twice) and every healthy and the flaky host stay in; that a healthy host never fails is
+# shown at the probe sets' level over 20 sets in all locales
+# (tests/probes/test_probeset_fleet.py), that transport never counts and one bad round is
+# never enough by the pure policy (tests/quarantine/test_policy.py, Q1 and Q2)
+ROUNDS = 4
 
 
 @pytest.mark.slow
-async def test_c1_c9_q1_q2_seed_incidents_over_8_enforce_rounds(canary_env: FleetHandle) -> None:
+async def test_c1_c9_q1_q2_seed_incidents_over_4_enforce_rounds(canary_env: FleetHandle) -> None:
     """Each defective host is suspended after exactly its second failing round, with the
     right reason; the flaky host and every healthy host stay in; probes were pinned."""
     tags = [e["tag"] for e in canary_env.scenario()["models"][0]["endpoints"]]

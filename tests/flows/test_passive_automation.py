@@ -19,7 +19,11 @@ from prefect.client.schemas.filters import (
     DeploymentFilter,
     DeploymentFilterId,
 )
-from prefect.events.schemas.deployment_triggers import DeploymentTriggerTypes
+from prefect.events.actions import RunDeployment
+from prefect.events.schemas.deployment_triggers import (
+    DeploymentEventTrigger,
+    DeploymentTriggerTypes,
+)
 from pydantic import TypeAdapter
 
 from deployments.local import TRIAGE_AUTOMATION, build_deployments, deployment_specs
@@ -50,7 +54,7 @@ async def test_o8_the_deployments_declare_the_triage_automation_once() -> None:
     one automation, whose action runs that deployment with parameters from the event."""
     [spec] = [s for s in deployment_specs(Settings(_env_file=None)) if s["name"] == "triage"]
     [trigger] = TypeAdapter(list[DeploymentTriggerTypes]).validate_python(spec["triggers"])
-    assert trigger.expect == {SUSPECT_EVENT}
+    assert isinstance(trigger, DeploymentEventTrigger) and trigger.expect == {SUSPECT_EVENT}
 
 
 async def test_o8_applying_twice_leaves_one_automation(prefect_api: None) -> None:
@@ -61,7 +65,7 @@ async def test_o8_applying_twice_leaves_one_automation(prefect_api: None) -> Non
         found = await client.read_automations_by_name(TRIAGE_AUTOMATION)
     assert len(found) == 1
     [action] = found[0].actions
-    assert action.type == "run-deployment" and action.deployment_id == deployment_id
+    assert isinstance(action, RunDeployment) and action.deployment_id == deployment_id
     assert action.parameters is not None
     assert action.parameters["provider"] == "{{ event.resource['canary.endpoint'] }}"
 

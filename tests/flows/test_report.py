@@ -9,6 +9,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 from matplotlib.collections import PolyCollection
 from prefect import get_client
@@ -100,7 +101,9 @@ async def test_o3_q3_report_from_real_rounds_plots_endpoints_counts_and_false_po
     # TTFT: every endpoint, the bar drawn where it is
     ax = report.figures["ttft"].axes[0]
     assert sorted(_labels(ax.get_yticklabels())) == TAGS
-    assert any(list(line.get_xdata()) == [TTFT_THRESHOLD_S] * 2 for line in ax.get_lines())
+    assert any(
+        list(np.asarray(line.get_xdata())) == [TTFT_THRESHOLD_S] * 2 for line in ax.get_lines()
+    )
     assert f"{len(report.ttft)} requests" in ax.get_title() and len(report.ttft) >= 6 * 5 * 4
 
     # suspensions: bad shadow then suspended, blip shadow (reinstated early)
@@ -151,6 +154,7 @@ async def test_o3_q3_report_from_real_rounds_plots_endpoints_counts_and_false_po
         [artifact] = await client.read_artifacts(
             artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[report_key(MODEL)]))
         )
+    assert isinstance(artifact.data, str)  # a markdown artifact
     assert "estimated false-positive share **50%**" in artifact.data
     assert Path(result["html"]).as_uri() in artifact.data
     assert "![verdict per round and endpoint](data:image/png;base64," in artifact.data

@@ -111,10 +111,10 @@ def restatements(source: str, where: str, table: dict[str, object]) -> list[str]
             if not target.id.isupper() or value is None:
                 continue
             mine = _words(target.id)
-            for knob, default in table.items():
+            for knob, knob_default in table.items():
                 theirs = _words(knob)
                 if (
-                    default == value
+                    knob_default == value
                     and len(mine & theirs) >= 2
                     and (mine <= theirs or theirs <= mine)
                 ):
@@ -135,7 +135,7 @@ def product_sources() -> list[Path]:
 
 def test_the_configs_hold_the_spec_numbers() -> None:
     """The defaults read from the one place are SPEC's (C3, C9, R5, R9, Q2/Q4/Q6)."""
-    s = Settings(_env_file=None)  # type: ignore[call-arg]
+    s = Settings(_env_file=None)
     assert s.probe.ttft_threshold_s == 10.0 and s.probe.start_samples == 6
     assert s.probe.confirmations == 2  # C8: 2 of 3
     assert (s.policy.fail_rounds, s.policy.floor, s.policy.ladder_days) == (2, 2, (1.0, 3.0, 7.0))

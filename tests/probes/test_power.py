@@ -18,6 +18,7 @@ def test_c13_the_minimum_start_samples_is_computed_for_the_seeds_cases() -> None
     incident = min_start_samples(CONFIG)
     fleet = min_start_samples(CONFIG, peers=20, anomalous_peers=1)
     assert (incident, fleet) == (1, 2)
+    assert incident is not None and fleet is not None
     assert BudgetConfig().min_start_samples == max(incident, fleet)
     at_minimum = suspended_at_second_round(2, CONFIG, peers=20, anomalous_peers=1)
     below = suspended_at_second_round(1, CONFIG, peers=20, anomalous_peers=1)

@@ -25,7 +25,7 @@ from quarantine.budget import (
 )
 
 T0 = datetime(2026, 11, 2, 0, 0, tzinfo=UTC)
-CRON = Settings(_env_file=None).round_cron  # type: ignore[call-arg]
+CRON = Settings(_env_file=None).round_cron
 PROBE = ProbeConfig()
 MINIMUM = BudgetConfig().min_start_samples
 PRICES = Pricing(prompt=0.0000003, completion=0.0000005)
@@ -135,7 +135,7 @@ def test_c13_an_affordable_round_runs_rotated_until_the_day_is_spent() -> None:
 def test_c13_a_failing_host_probes_its_failing_contract_again_when_rotated() -> None:
     """Rotation keeps a failing host decidable at its next round: the contracts of its
     current failing streak are sent on top of its turn."""
-    failing = {"h0/fp8": ("language", "refusal")}
+    failing: dict[str, tuple[str, ...]] = {"h0/fp8": ("language", "refusal")}
     budget = 48 * _rotated_usd(failing)
     plan = plan_budget(_inputs(budget).model_copy(update={"failing": failing}))
     assert plan.level is BudgetLevel.ROTATED

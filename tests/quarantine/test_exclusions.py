@@ -6,6 +6,7 @@ import json
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prefect.variables import Variable
@@ -191,11 +192,13 @@ class TestRuntimeExclusions:
         assert [(e.tag, e.layer) for e in entries] == [("bad/fp8", Layer.INCIDENT)]
         assert "garbled starts (alice)" in entries[0].reason
         raw = await Variable.aget(variable_name(model))
+        assert isinstance(raw, dict)  # the Variable's JSON document
         assert raw["last_change"]["action"] == "added" and raw["last_change"]["actor"] == "alice"
         removed = await aremove_runtime_exclusion(model, "bad/fp8", actor="bob", now=T0 + DAY)
         assert removed.tag == "bad/fp8"
         assert await aignore_list(model, T0 + DAY) == []
         raw = await Variable.aget(variable_name(model))
+        assert isinstance(raw, dict)  # the Variable's JSON document
         assert raw["last_change"] == {
             "action": "removed", "tag": "bad/fp8", "actor": "bob", "at": (T0 + DAY).isoformat()
         }  # fmt: skip
@@ -228,7 +231,7 @@ class TestRuntimeExclusions:
     async def test_q7b_full_variable_refuses_the_add_and_keeps_the_old_value(self) -> None:
         """Q7b: past Prefect's 5,000-character Variable limit the add fails loudly; nothing changes."""
         model = new_model()
-        entries = []
+        entries: list[dict[str, Any]] = []
         while len(json.dumps({"version": 1, "entries": entries}, separators=(",", ":"))) < 4850:
             entry = _runtime(f"host{len(entries)}/fp8").model_copy(update={"reason": "r" * 100})
             entries.append(entry.model_dump(mode="json"))
@@ -276,6 +279,7 @@ class TestRuntimeExclusions:
         assert ignore_tags(await aignore_list(model, T0 + HOUR)) == ignore_tags(report.entries)
         await aadd_runtime_exclusion(model, "new/fp8", reason="r", author="a", now=T0 + HOUR)
         raw = await Variable.aget(variable_name(model))
+        assert isinstance(raw, dict)  # the Variable's JSON document
         assert bad in raw["entries"] and 42 in raw["entries"]
         tags = {e.tag for e in await aread_runtime_exclusions(model)}
         assert tags == {"good/fp8", "new/fp8"}
@@ -299,4 +303,5 @@ class TestRuntimeExclusions:
         model = new_model()
         await aadd_runtime_exclusion(model, "x", reason="r", author="a", now=T0)
         raw = await Variable.aget(variable_name(model))
+        assert isinstance(raw, dict)  # the Variable's JSON document
         assert json.loads(json.dumps(raw))["entries"][0]["tag"] == "x"

@@ -124,7 +124,7 @@ def test_c13_a_ledger_of_an_earlier_version_keeps_working(tmp_path: Path) -> Non
     tables) opens, keeps its rows, gains the bill's tables, and records a billed round."""
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     old = create_engine(url)
-    LEDGER_METADATA.create_all(old, tables=[DecisionRow.__table__, ProbeRow.__table__])  # type: ignore[list-item]
+    LEDGER_METADATA.create_all(old, tables=[DecisionRow.__table__, ProbeRow.__table__])  # type: ignore[attr-defined]
     with old.begin() as conn:
         conn.execute(
             ProbeRow.__table__.insert().values(  # type: ignore[attr-defined]

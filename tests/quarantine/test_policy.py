@@ -218,9 +218,9 @@ def test_q6_custom_ladder_from_config() -> None:
     """Q6: the ladder is a setting: (0.5, 2) days gives 12 h then 2 days for ever."""
     config = PolicyConfig(ladder_days=(0.5, 2.0))
     state, first = run([{"a": F}, {"a": F}], config=config)
-    assert first[0].until - first[0].at == timedelta(hours=12)
+    assert first[0].until is not None and first[0].until - first[0].at == timedelta(hours=12)
     _, second = run([{"a": F}, {"a": F}], state=state, start=T0 + DAY, config=config)
-    assert second[-1].until - second[-1].at == 2 * DAY
+    assert second[-1].until is not None and second[-1].until - second[-1].at == 2 * DAY
 
 
 def test_q3_observe_mode_records_shadow_suspensions_outside_provider_ignore() -> None:

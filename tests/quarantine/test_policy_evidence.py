@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from ground.settings import PolicyConfig
 from probes.types import Contract, Outcome, OutcomeStatus
 from quarantine.judged import RefusalProbe
-from quarantine.models import DecisionKind, ModelState, ProviderState, RoundReport
+from quarantine.models import Decision, DecisionKind, ModelState, ProviderState, RoundReport
 from quarantine.policy import step
 from quarantine.verdicts import ProviderRound, RoundVerdict, round_verdict
 from tests.fixtures.quarantine_support import HALF_HOUR, MODEL, T0, C, F, kinds, run
@@ -100,7 +100,7 @@ def test_q5_the_same_host_passing_everything_twice_is_reinstated() -> None:
     passing = [
         Outcome(contract=c, status=OutcomeStatus.PASS, reason="ok", tag="h") for c in Contract
     ]
-    decisions = []
+    decisions: list[Decision] = []
     for i in range(2):
         verdict = round_verdict("h", passing, refusal=RefusalProbe.VERIFIED, held_to=HELD)
         assert verdict.verdict is RoundVerdict.CLEAN

@@ -110,7 +110,7 @@ def _aiohttp_instance(exc_type: type[BaseException]) -> BaseException:
     url = URL("http://127.0.0.1:1/chat/completions")
     info = RequestInfo(url, "POST", CIMultiDictProxy(CIMultiDict()), url)
     if issubclass(exc_type, aiohttp.ClientConnectorError):
-        return exc_type(key, OSError(111, "refused"))  # type: ignore[call-arg]
+        return exc_type(key, OSError(111, "refused"))
     if issubclass(exc_type, aiohttp.ClientResponseError):
         return exc_type(info, (), status=400, message="bad head")
     if issubclass(exc_type, aiohttp.ServerFingerprintMismatch):
@@ -118,7 +118,7 @@ def _aiohttp_instance(exc_type: type[BaseException]) -> BaseException:
     if issubclass(exc_type, aiohttp.InvalidURL):
         return exc_type(url)
     if issubclass(exc_type, http_exceptions.HttpProcessingError):
-        return exc_type(message="bad")  # type: ignore[call-arg]
+        return exc_type(message="bad")
     return exc_type("boom")
 
 

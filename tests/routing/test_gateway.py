@@ -6,16 +6,20 @@ import hashlib
 import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
 import pytest
+from starlette.applications import Starlette
 
 from ground.settings import GatewayConfig
 from routing.events import EventLog
 from routing.gateway import create_app
 from routing.records import sha256_text
 from routing.report import router_report
+from routing.router import Router
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
     ServedApp,
@@ -29,9 +33,9 @@ from tests.fixtures.routing import (
 KEY = "gw-test-key"
 
 
-def _app(fleet: FleetHandle, ledger_url: str | None = None, **kw: object):  # type: ignore[no-untyped-def]
+def _app(fleet: FleetHandle, ledger_url: str | None = None, **kw: Any) -> tuple[Starlette, Router]:
     events = EventLog(ledger_url) if ledger_url else None
-    router = make_router(fleet.base_url, fleet.key, events=events, **kw)  # type: ignore[arg-type]
+    router = make_router(fleet.base_url, fleet.key, events=events, **kw)
     return create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05)), router
 
 
@@ -235,8 +239,8 @@ async def test_r10_r11_events_hashed_metrics_and_report(
 
 
 def test_gateway_serve_refuses_without_keys_or_with_a_bad_contract_dir(
-    tmp_path, monkeypatch
-) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`canary gateway serve` exits 2 with a clear message: no client keys, or a contract error naming file and field (R1)."""
     from typer.testing import CliRunner
 
@@ -283,7 +287,7 @@ async def test_r1_openai_sdk_lists_the_workloads_and_selects_one_by_model(
         headed = await client.chat.completions.create(
             model="classify", messages=msg, extra_headers={"X-Workload": "chat"}
         )
-        assert not headed.choices[0].message.content.lstrip().startswith("{")  # type: ignore[union-attr]
+        assert not headed.choices[0].message.content.lstrip().startswith("{")
         with pytest.raises(openai.BadRequestError) as err:
             await client.chat.completions.create(model="gpt-4o", messages=msg)
         await client.close()

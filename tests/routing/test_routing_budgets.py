@@ -186,7 +186,7 @@ async def test_r13_a_tool_call_is_a_first_token(hostile: Hostile) -> None:
     tool_delta = {**chunk(""), "choices": [{"index": 0, "delta": {"tool_calls": [call]},
                                             "finish_reason": None}]}  # fmt: skip
     end = {**chunk(""), "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
-    hostile.handler = lambda req: sse_reply(  # type: ignore[assignment]
+    hostile.handler = lambda req: sse_reply(
         [data_line(tool_delta), data_line(end) + b"data: [DONE]\n\n"], pause_s=0.6
     )
     router = Router(

@@ -405,7 +405,7 @@ async def test_r5_hedging_latency_critical_workload_cancels_the_loser_and_counts
         router.metrics.snapshot()["cost_per_accepted_usd"]
         >= by_route["alpha"].cost_usd + by_route["beta"].cost_usd - 1e-12
     )
-    assert sorted(served_tags(fleet.requests())) == ["alpha-a", "beta-a"]
+    assert sorted(served_tags(fleet.requests()), key=str) == ["alpha-a", "beta-a"]
 
 
 async def test_r5_no_hedge_when_the_primary_is_fast(fleet: FleetHandle) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
+from typing import Any
 
 from routing.hedge import hedged
 
@@ -33,7 +35,7 @@ async def test_r5_fast_primary_is_never_hedged_and_a_missing_backup_waits() -> N
     log: list[str] = []
     started: list[int] = []
 
-    def backup():  # type: ignore[no-untyped-def]
+    def backup() -> Coroutine[Any, Any, str]:
         started.append(1)
         return _job("backup", 0, log)
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from ground.settings import RoutingConfig
 from quarantine.adapters.incidents import aadd_runtime_exclusion, aremove_runtime_exclusion
 from routing.exclusions import CachedIgnoreSource, quarantine_source
+from routing.routes import Catalog
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
     chat_body,
@@ -20,7 +21,7 @@ from tests.fixtures.routing import (
 )
 
 
-def _catalog():  # type: ignore[no-untyped-def]
+def _catalog() -> Catalog:
     """Chat on alpha only, so every request reaches acme/alpha (ranking cannot move it)."""
     groups = {
         "text": ["alpha"],
