@@ -26,8 +26,9 @@ Errors use OpenAI's shape plus our failure class and the operation id:
                "failure_class": "capacity", "reason": "rate_limit_exceeded",
                "operation_id": "op-…", "request_id": "req-…", "attempts": 2}}
 
-A streaming reply is released only after its start passed the response-start
-check; a failure after release ends the stream with an in-band error chunk
+A streaming reply is released once the response-start check has decided its start (at its
+first word when it can; routing/start_gate.py); a failure after release, a start found stray
+once its window was complete included, ends the stream with an in-band error chunk
 (`finish_reason: "error"`), as OpenRouter does.
 
 Starlette as it is written: module-level endpoints reading one typed `GatewayState` off
@@ -58,7 +59,7 @@ from ground.errors import CanaryError
 from ground.heap import freeze_loaded
 from ground.settings import GatewayConfig
 from routing.accounting import RequestState
-from routing.attempt import end_verdict
+from routing.attempt import StartRejected, end_verdict
 from routing.errors import (
     BodyTooLarge,
     BodyTooSlow,
@@ -227,6 +228,9 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
             end = _stream_verdict(result, router, req)
         except TimeoutError:
             end = StreamEnd.failed(FailureClass.DEADLINE, "deadline_during_stream")
+        except StartRejected as exc:  # released at its first word, stray once its window came
+            c = exc.classification
+            end = StreamEnd.failed(c.failure_class, c.reason, c.client_params)
         except Exception as exc:  # the upstream broke after release: tell the client in-band
             end = StreamEnd.failed(FailureClass.AMBIGUOUS, type(exc).__name__[:64])
         if end is None:
