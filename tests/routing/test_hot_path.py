@@ -1,11 +1,12 @@
 """The gateway's hot path (issue 26 item 2) keeps its bounds: httptools on uvloop still
-closes a request head over 16 KB and answers pipelined requests; the fleet writes an instant
-reply in one piece (no sub-millisecond sleep between its writes); an event row is its
-record's fields as they are."""
+refuses a request head over 16 KB and answers pipelined requests; a reply's head and body
+leave in one send; the fleet writes an instant reply in one piece (no sub-millisecond sleep
+between its writes); an event row is its record's fields as they are."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from dataclasses import asdict
 from datetime import UTC, datetime
 
@@ -16,7 +17,7 @@ from routing.deadline import AttemptBudget
 from routing.events import _row
 from routing.gateway import create_app
 from routing.records import AttemptRecord, RequestRecord, SuspectRecord
-from routing.serving import MAX_HEAD_BYTES, gateway_config, run_serving
+from routing.serving import MAX_HEAD_BYTES, CoalescingTransport, gateway_config, run_serving
 from routing.upstream import Upstream
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import ServedApp, make_router, routing_scenario
@@ -122,3 +123,52 @@ def test_issue26_an_event_row_is_its_records_fields() -> None:
     ]
     for record in records:
         assert _row(record) == asdict(record)
+
+
+async def test_issue26_a_reply_head_and_body_leave_in_one_send() -> None:
+    """Over a real socket: what is written within one turn of the loop is held until the end
+    of the turn and then sent at once, in order; closing sends what is held first."""
+    loop = asyncio.get_running_loop()
+    ours, peer = socket.socketpair()
+    peer.setblocking(False)
+    transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
+    coalescing = CoalescingTransport(transport, loop)  # type: ignore[arg-type]
+    try:
+        coalescing.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        coalescing.write(b"{}")
+        try:
+            early = peer.recv(100)
+        except BlockingIOError:
+            early = b""
+        assert early == b""  # nothing left before the turn ended
+        await asyncio.sleep(0.05)
+        assert peer.recv(100) == b"HTTP/1.1 200 OK\r\n\r\n{}"
+        coalescing.write(b"last")
+        coalescing.close()
+        await asyncio.sleep(0.05)
+        assert peer.recv(100) == b"last"
+    finally:
+        transport.close()
+        peer.close()
+
+
+async def test_issue26_the_plain_chat_endpoint_leaves_the_other_methods_to_starlette(
+    fleet: FleetHandle,
+) -> None:
+    """`POST /v1/chat/completions` is served without Starlette's router; a GET on the same
+    path is still Starlette's 405, and a client gone before its body is no error: the next
+    request on a new connection is answered."""
+    async with await _served(fleet) as s:
+        get = await _exchange(s.url, b"GET /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert get.startswith(b"HTTP/1.1 405")
+        host, port = s.url.removeprefix("http://").split(":")
+        _, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n"
+            b"Authorization: Bearer " + GW.encode() + b"\r\n\r\n{"
+        )
+        await writer.drain()
+        writer.close()  # gone with its body unsent
+        await asyncio.sleep(0.2)
+        ok = await _exchange(s.url, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert ok.startswith(b"HTTP/1.1 200")
