@@ -1,7 +1,8 @@
 """The gateway's hot path (issue 26 item 2) keeps its bounds: httptools on uvloop still
 refuses a request head over 16 KB and answers pipelined requests; a reply's head and body
 leave in one send; the fleet writes an instant reply in one piece (no sub-millisecond sleep
-between its writes); an event row is its record's fields as they are."""
+between its writes); an event row is its record's fields as they are; the breaker board's
+outcome window is kept in place, exactly as the pure one."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ import socket
 from dataclasses import asdict
 from datetime import UTC, datetime
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from ground.settings import GatewayConfig
+from ground.settings import BreakerConfig, GatewayConfig
+from routing.breaker import BreakerBoard, _added, _prune
 from routing.deadline import AttemptBudget
+from routing.errors import FailureClass
 from routing.events import _row
 from routing.gateway import create_app
 from routing.records import AttemptRecord, RequestRecord, SuspectRecord
@@ -172,3 +177,26 @@ async def test_issue26_the_plain_chat_endpoint_leaves_the_other_methods_to_starl
         await asyncio.sleep(0.2)
         ok = await _exchange(s.url, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert ok.startswith(b"HTTP/1.1 200")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    events=st.lists(
+        st.tuples(st.floats(0, 20, allow_nan=False), st.sampled_from([None, *FailureClass])),
+        max_size=80,
+    )
+)
+def test_issue26_the_boards_outcome_window_is_the_pure_one(
+    events: list[tuple[float, FailureClass | None]],
+) -> None:
+    """The board keeps its route's outcomes in place (an append per verdict, not a copy of
+    the window): after every verdict they are exactly what the pure `_added` / `_prune` give."""
+    board = BreakerBoard(BreakerConfig(window_s=30, consecutive_failures=1000))
+    expected: tuple[tuple[float, bool], ...] = ()
+    now = 0.0
+    for dt, failure in events:
+        now += dt
+        board.record("r", failure, now)
+        if failure is None or failure.counts_against_route:
+            expected = _added(_prune(expected, now, 30), (now, failure is not None))
+        assert tuple(board.windows.get(("r", ""), ())) == expected
