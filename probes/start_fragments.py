@@ -32,8 +32,9 @@ Kinds (the `kind` of a `stray_start` outcome):
                          while it is open (Thai ends sentences with a space: rarely seen there)
 
 Every rule looks only at what the text shows: on a prefix of a clean reply (the gateway's
-streaming check sees ~24 characters) a rule either has the evidence or stays silent, so a
-prefix is never flagged when the whole reply is clean.
+streaming check decides on a prefix of at most ~24 characters, probes/start_decision.py) a
+rule either has the evidence or stays silent, so a prefix is never flagged when the whole
+reply is clean. `fragment_rules_settled` says when no text that follows can change them.
 """
 
 from __future__ import annotations

@@ -218,8 +218,9 @@ async def _end_relay(result: RouterResult, end: StreamEnd) -> None:
 
 
 async def relay(result: RouterResult, router: Router, req: RequestState) -> AsyncIterator[bytes]:
-    """SSE for the client: the checked head, then the rest as it arrives; at the end the
-    whole reply passes the contract's acceptance (a rejection ends with an in-band error)."""
+    """SSE for the client: the released head, then the rest as the start gate lets it out;
+    at the end the whole reply passes the contract's acceptance (a rejection, or a start
+    found stray once its window came, ends with an in-band error)."""
     base = {
         "id": f"chatcmpl-{result.operation_id}",
         "object": "chat.completion.chunk",
