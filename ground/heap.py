@@ -9,8 +9,6 @@ inside some streaming probe and is measured as that provider's first-token laten
 generation (`gc.freeze()`), once per process: later full collections walk only what the
 rounds themselves allocate. The cost is that whatever was loaded before the first round
 and becomes cyclic garbage later is never freed; that is bounded by what was loaded, once.
-
-`tune_for_serving()` (the gateway) also collects the young generation less often.
 """
 
 from __future__ import annotations
@@ -29,17 +27,3 @@ def freeze_loaded() -> bool:
     gc.freeze()
     _frozen = True
     return True
-
-
-# A gateway allocates thousands of short-lived containers per request (parsed chunks, records,
-# headers): at CPython's default (a young collection every 700 allocations) it ran one every
-# few requests; measured over 2,500 requests (issue 26), collections took 0.18 s of the serving
-# thread's CPU at the default and 0.08 s at 10,000, and no full collection ran.
-SERVING_YOUNG_THRESHOLD = 10_000
-
-
-def tune_for_serving() -> None:
-    """Collect the young generation every SERVING_YOUNG_THRESHOLD allocations; the older
-    generations keep their thresholds (relative to it)."""
-    _, middle, old = gc.get_threshold()
-    gc.set_threshold(SERVING_YOUNG_THRESHOLD, middle, old)

@@ -61,7 +61,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from ground.errors import CanaryError
-from ground.heap import freeze_loaded, tune_for_serving
+from ground.heap import freeze_loaded
 from ground.settings import GatewayConfig
 from routing.accounting import RequestState
 from routing.attempt import StartRejected, end_verdict
@@ -521,7 +521,6 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await listings.refresh(models)
         tasks.append(asyncio.create_task(listings.refresh_every(models)))
     freeze_loaded()  # no full collection walks the loaded modules mid-request
-    tune_for_serving()  # and young collections every 10,000 allocations, not 700
     if events is not None:
         tasks.append(asyncio.create_task(flush_every(events, gw.config.events_flush_s)))
     try:

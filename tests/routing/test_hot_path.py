@@ -7,7 +7,6 @@ outcome window is kept in place, exactly as the pure one."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import socket
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -16,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from ground.heap import SERVING_YOUNG_THRESHOLD
 from ground.settings import BreakerConfig, GatewayConfig
 from routing.breaker import BreakerBoard, _added, _prune
 from routing.deadline import AttemptBudget
@@ -202,16 +200,3 @@ def test_issue26_the_boards_outcome_window_is_the_pure_one(
         if failure is None or failure.counts_against_route:
             expected = _added(_prune(expected, now, 30), (now, failure is not None))
         assert tuple(board.windows.get(("r", ""), ())) == expected
-
-
-async def test_issue26_the_gateway_collects_its_young_objects_every_10000_allocations(
-    fleet: FleetHandle,
-) -> None:
-    """Serving (the app's lifespan) freezes what is loaded and sets the young generation's
-    threshold to SERVING_YOUNG_THRESHOLD, keeping the older generations' own."""
-    before = gc.get_threshold()
-    try:
-        async with await _served(fleet):
-            assert gc.get_threshold() == (SERVING_YOUNG_THRESHOLD, *before[1:])
-    finally:
-        gc.set_threshold(*before)
