@@ -554,8 +554,9 @@ async def _request_body(receive: Receive) -> AsyncIterator[bytes]:
 class GatewayApp:
     """The gateway's ASGI app: `POST /v1/chat/completions`, the hot path, goes straight to its
     endpoint (`chat_response`), without Starlette's middleware, router and request object
-    (a tenth of a request's own time in the gateway, issue 26); everything else (the other
-    routes, a chat request of another method, the lifespan) is the Starlette app's."""
+    (about 30 us a request where a plain endpoint takes 3, in a micro-benchmark of issue 26);
+    everything else (the other routes, a chat request of another method, the lifespan) is
+    the Starlette app's."""
 
     def __init__(self, starlette: Starlette) -> None:
         self.starlette = starlette

@@ -4,9 +4,10 @@ slow, idle or oversized clients.
     gateway_config(app, settings.gateway, host=..., port=...)
     run_serving(main)   run the serving coroutine on uvloop's event loop
 
-Chosen by measurement (issue 26, `bench/bench_peers.py`): httptools parses a request in a
-fraction of h11's pure-Python time, and uvloop's loop and transports cost less per read and
-write than asyncio's; together they took a fifth off the gateway's CPU per request.
+Chosen by measurement (issue 26, one run of `bench/bench_peers.py --levers` on two shared
+cores): with h11 on asyncio's loop the gateway took 1.88 CPU-ms per request at 32 clients,
+with httptools on uvloop 1.38 (httptools parses a request in C where h11 is pure Python;
+uvloop's loop and transports cost less per read and write).
 
 - `timeout_keep_alive` (settings.gateway.keep_alive_s): an idle connection between
   requests is closed after this;
@@ -41,8 +42,10 @@ class CoalescingTransport:
     """A connection's transport whose writes within one turn of the event loop leave in one
     send: uvicorn writes a response's head and then its body, two system calls for every
     reply, where one carries both (issue 26: a send was the largest single cost per request
-    on a loaded machine). Writes are held until the end of the turn (`call_soon`), in order;
-    closing sends what is held first. Everything else is the transport's own."""
+    in a profile; with two sends the gateway took 1.99 CPU-ms per request at 32 clients
+    against 1.38 in one run of `bench/bench_peers.py --levers`). Writes are held until the
+    end of the turn (`call_soon`), in order; closing sends what is held first. Everything
+    else is the transport's own."""
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
