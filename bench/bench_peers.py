@@ -13,7 +13,8 @@ client; far cheaper than httpx, so the servers get the cores). For each path it 
             adds to it, twice: `instant` (first token after 20 ms, the whole reply at once:
             the path's processing) and `paced` (first token after 20 ms, then 100 tokens/s,
             which the fleet writes in 50 ms batches: adds what a path holds back before
-            releasing the first token; this gateway holds 24 characters for its
+            releasing the first token; this gateway holds a stream until its start check has
+            decided the start, at its first word when it can, else at 24 characters: its
             response-start check)
 
 then the same figures as ratios: each path to the direct path, and this gateway to each peer.
@@ -32,10 +33,11 @@ install it. Nothing is installed into the project's venv:
         echo '{"dependencies": {"@portkey-ai/gateway": "1.15.2"},
                "overrides": {"@hono/node-server": "1.14.0"}}' > package.json && npm install
       (or PORTKEY_GATEWAY_JS=/path/to/@portkey-ai/gateway/build/start-server.js)
-    levers for this gateway (`--levers`: also run it without its ledger events, and with
-    uvicorn's uvloop loop and httptools parser):
-        .venv/bin/pip install --target ~/.cache/provider-canary/levers uvloop httptools
-      (or BENCH_LEVERS_PATH=dir; the gateway runs unchanged, only uvicorn's loop/http differ)
+    levers of this gateway's hot path (`--levers`): the same gateway with one lever of issue 26
+    taken back each: `gw-no-events` (no ledger events), `gw-h11-asyncio` (uvicorn's h11 parser
+    on asyncio's loop instead of httptools on uvloop), `gw-starlette` (the chat endpoint behind
+    Starlette's middleware and router instead of the plain ASGI one), `gw-two-sends` (a reply's
+    head and body in two sends instead of one)
 
     .venv/bin/python bench/bench_peers.py [--requests 600] [--repeats 2] [--levers]
                                           [--no-peers] [--baseline DIR]
@@ -156,16 +158,21 @@ async def main():
 asyncio.run(main())
 """
 
-# This gateway, unchanged, with uvicorn's event loop and HTTP parser swapped (--levers).
+# This gateway with one hot-path lever of issue 26 taken back (--levers): argv[1] names it.
 LEVER_LAUNCHER = """
-import sys, uvicorn
-loop, http = sys.argv[1], sys.argv[2]
-_init = uvicorn.Config.__init__
-def _patched(self, *a, **k):
-    k["loop"], k["http"] = loop, http
-    _init(self, *a, **k)
-uvicorn.Config.__init__ = _patched
-sys.argv = ["canary", *sys.argv[3:]]
+import asyncio, sys
+import routing.gateway as gateway, routing.serving as serving
+lever = sys.argv[1]
+if lever == "h11-asyncio":
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+    serving.run_serving = asyncio.run
+    serving.header_timeout_protocol = lambda seconds: H11Protocol
+elif lever == "starlette":
+    _create = gateway.create_app
+    gateway.create_app = lambda router, config: _create(router, config).starlette
+elif lever == "two-sends":
+    serving.CoalescingTransport = lambda transport, loop: transport
+sys.argv = ["canary", *sys.argv[2:]]
 from canary.cli import main
 main()
 """
@@ -293,12 +300,6 @@ def find_portkey() -> str | None:
         CACHE / "portkey" / "node_modules" / "@portkey-ai" / "gateway" / "build" / "start-server.js"
     )
     return js if Path(js).is_file() and shutil.which("node") else None
-
-
-def levers_path() -> str | None:
-    path = os.environ.get("BENCH_LEVERS_PATH") or str(CACHE / "levers")
-    ok = (Path(path) / "uvloop").is_dir() and (Path(path) / "httptools").is_dir()
-    return path if ok else None
 
 
 # ---------------------------------------------------------------- load
@@ -562,7 +563,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=600, help="per path at 32 clients")
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--levers", action="store_true", help="also uvloop/httptools variants")
+    parser.add_argument(
+        "--levers", action="store_true", help="also the gateway with each hot-path lever undone"
+    )
     parser.add_argument("--no-peers", action="store_true", help="skip LiteLLM and Portkey")
     parser.add_argument("--rss-bound-mb", type=float, default=150.0)
     parser.add_argument(
@@ -630,31 +633,16 @@ def main() -> None:
             procs.append(p)
             servers.append(Server("baseline", f"{url}/chat/completions", gw_headers, p, log))
 
-        if args.levers:  # what the request/attempt events (ledger writes) cost
-            p, url, log = start(
-                [py, "-m", "canary.cli", *gw_args, "--no-events"],
-                genv,
-                pattern=r"at (http://[\d.:]+/v1)",
-            )
-            procs.append(p)
-            servers.append(Server("gw-no-events", f"{url}/chat/completions", gw_headers, p, log))
-            path = levers_path()
-            if path is None:
-                print("skipped gateway+uvloop/httptools: not found (see this file's docstring)")
-            else:
-                lenv = {**genv, "PYTHONPATH": os.pathsep.join(filter(None, [
-                    env.get("PYTHONPATH"), path]))}  # fmt: skip
-                for name, loop, http in (
-                    ("gateway+uvloop", "uvloop", "h11"),
-                    ("gateway+uv+htt", "uvloop", "httptools"),
-                ):
-                    p, url, log = start(
-                        [py, "-c", LEVER_LAUNCHER, loop, http, *gw_args],
-                        lenv,
-                        pattern=r"at (http://[\d.:]+/v1)",
-                    )
-                    procs.append(p)
-                    servers.append(Server(name, f"{url}/chat/completions", gw_headers, p, log))
+        if args.levers:  # each hot-path lever of issue 26 taken back, one at a time
+            for name, launch in (
+                ("gw-no-events", [py, "-m", "canary.cli", *gw_args, "--no-events"]),
+                ("gw-h11-asyncio", [py, "-c", LEVER_LAUNCHER, "h11-asyncio", *gw_args]),
+                ("gw-starlette", [py, "-c", LEVER_LAUNCHER, "starlette", *gw_args]),
+                ("gw-two-sends", [py, "-c", LEVER_LAUNCHER, "two-sends", *gw_args]),
+            ):
+                p, url, log = start(launch, genv, pattern=r"at (http://[\d.:]+/v1)")
+                procs.append(p)
+                servers.append(Server(name, f"{url}/chat/completions", gw_headers, p, log))
 
         litellm = None if args.no_peers else find_litellm()
         if litellm is None:

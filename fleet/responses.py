@@ -21,6 +21,10 @@ from fleet.behaviour import Plan, PreError
 from fleet.scenario import ModelSpec
 
 MIN_WRITE_INTERVAL_S = 0.05
+# Tokens due within this of now go out in the current write: the event loop cannot sleep for
+# less (epoll waits in whole milliseconds), so an instant reply due over 59 us was written in
+# two pieces a millisecond or more apart, which every path that streams from the fleet paid.
+TIMER_RESOLUTION_S = 0.001
 RAW_SEND = "fleet.raw_send"
 
 
@@ -195,7 +199,7 @@ async def stream_reply(
     while i < stop_at:
         now = loop.time()
         batch = bytearray()
-        while i < stop_at and start + i * plan.gap_s <= now + 1e-6:
+        while i < stop_at and start + i * plan.gap_s <= now + TIMER_RESOLUTION_S:
             last = i == len(deltas) - 1
             delta = deltas[i]
             if not last and len(delta) == 1 and "content" in delta:

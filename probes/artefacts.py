@@ -57,6 +57,7 @@ _BLOCKS: tuple[tuple[str, str, str], ...] = (
     ("reasoning", "<reasoning>", "</reasoning>"),
     ("thinking", "<|thinking|>", "<|/thinking|>"),
 )
+_BLOCKS_LOWER = tuple((opening.lower(), closing.lower()) for _, opening, closing in _BLOCKS)
 # harmony (gpt-oss): an analysis channel in the content, with its special tokens or with
 # them stripped ("analysisThe user wants...assistantfinal...")
 _CHANNEL = re.compile(r"<\|channel\|>\s*(?:analysis|commentary)|<\|start\|>assistant<\|channel\|>")
@@ -76,9 +77,11 @@ def reasoning_leak(text: str) -> Finding | None:
     lead = _LEADING.match(s)
     body = s[lead.end() if lead else 0 :]
     lower = body.lower()
-    for family, opening, closing in _BLOCKS:
-        at = lower.find(opening.lower())
-        closed = lower.find(closing.lower())
+    for (family, opening, closing), (low_open, low_close) in zip(
+        _BLOCKS, _BLOCKS_LOWER, strict=True
+    ):
+        at = lower.find(low_open)
+        closed = lower.find(low_close)
         if at == 0 or (at > 0 and closed < 0):
             kind = "unclosed" if closed < 0 else family
             return Finding(kind, opening, _excerpt_from(body, at))

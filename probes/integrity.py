@@ -30,7 +30,12 @@ from ftfy.badness import is_bad
 from ground.settings import ProbeConfig
 from probes.artefacts import bpe_markers, literal_escapes, reasoning_leak
 from probes.locale_spec import LocaleSpec, locale_spec
-from probes.start_fragments import fragment_start, invisible_start, leak_start
+from probes.start_fragments import (
+    fragment_rules_settled,
+    fragment_start,
+    invisible_start,
+    leak_start,
+)
 from probes.textutil import (
     MAX_ANALYSED_CHARS,
     REPLACEMENT,
@@ -64,6 +69,7 @@ _QUOTED_EMPHASIS = re.compile(r"([\"'“«„‘’])(\*{1,3}|_{1,3})[^*_\n]+\2[
 _DASH_MARKER = re.compile(r"-[*_]")
 # A run of letters glued to an opening `*` or quote and then text: "ysics*She", "ics\"She".
 _GLUED = re.compile(r"([^\W\d_]{1,24})([*\"“«„「『《])(?=\S)")
+_FIRST_WORD = re.compile(r"[^\W\d_]+")
 
 
 def _lstrip_invisible(text: str) -> str:
@@ -103,13 +109,50 @@ def _start_defect(s: str, spec: LocaleSpec) -> str | None:
 START_CHARS = 600
 
 
+def opening(text: str) -> str:
+    """The part of a reply the start rules read: its first START_CHARS characters, from the
+    first one that is neither whitespace nor invisible."""
+    return _lstrip_invisible(prepare(text)[:START_CHARS])
+
+
+# First characters `_start_defect` reads past: a token (`<`, `[`), an ellipsis (`.`), a hyphen
+# glued to a marker (`-`), a single quote before Markdown (`‘’`: not stripped before the word).
+_READS_ON = frozenset("<[.-‘’")
+_QUOTES_BEFORE_MARKER = frozenset("\"'“«„")
+_GLUED_OPENERS = frozenset('*"“«„「『《')  # `_GLUED`'s second group
+
+
+def start_rules_settled(s: str, spec: LocaleSpec) -> bool:
+    """True when every rule of `check_response_start` but the two that read the whole window
+    (reasoning markers anywhere in it, the first line's emphasis balance) says of any text
+    that begins with the opening `s` what it says of `s`: the decision the gateway may act on
+    before the window is complete (probes/start_decision.py). `invisible_start` reads only
+    up to the first visible character, which `s` has."""
+    first = s[0]
+    if first in _READS_ON:
+        return False
+    if first in _QUOTES_BEFORE_MARKER:
+        after = len(s) - len(s[1:].lstrip())  # `_QUOTE_MARKER`: a quote, blanks, a marker
+        if after >= len(s):
+            return False
+        if s[after] in "*_#" and not _QUOTED_EMPHASIS.match(s):
+            return False  # quoted emphasis may still close: "**Run!**"
+    word = _FIRST_WORD.match(s)
+    if word is not None:  # `_GLUED`: the first word, an opening `*` or quote, then text
+        if word.end() >= len(s):
+            return False
+        if s[word.end()] in _GLUED_OPENERS and word.end() + 1 >= len(s):
+            return False
+    return fragment_rules_settled(s, spec)
+
+
 def check_response_start(text: str, locale: str) -> Outcome:
     """Fail `reasoning_leak` when reasoning is in the content (probes/artefacts.py: the
     first characters are the evidence), `stray_start` when the reply opens with stray
     punctuation, a token fragment, a template leak, invisible bytes or broken emphasis
     (probes/start_fragments.py)."""
     spec = locale_spec(locale)
-    s = _lstrip_invisible(prepare(text)[:START_CHARS])
+    s = opening(text)
     if not s:
         return _out(OutcomeStatus.INCONCLUSIVE, "empty", locale, {})
     leak = reasoning_leak(text)

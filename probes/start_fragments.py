@@ -32,8 +32,9 @@ Kinds (the `kind` of a `stray_start` outcome):
                          while it is open (Thai ends sentences with a space: rarely seen there)
 
 Every rule looks only at what the text shows: on a prefix of a clean reply (the gateway's
-streaming check sees ~24 characters) a rule either has the evidence or stays silent, so a
-prefix is never flagged when the whole reply is clean.
+streaming check decides on a prefix of at most ~24 characters, probes/start_decision.py) a
+rule either has the evidence or stays silent, so a prefix is never flagged when the whole
+reply is clean. `fragment_rules_settled` says when no text that follows can change them.
 """
 
 from __future__ import annotations
@@ -133,25 +134,34 @@ def _glued(run: str, spec: LocaleSpec, closed: bool) -> bool:
     return False
 
 
+def _foreign(frag: str, spec: LocaleSpec) -> bool:
+    return not {script_of(ch) for ch in frag} <= spec.scripts
+
+
+def _may_precede_start(frag: str, spec: LocaleSpec) -> bool:
+    """Whether a word followed by a space could be a word-piece before the real start (then
+    the character after the space decides): not a name or capitalised word, not the locale's
+    own caseless script, not a word a reply may open with."""
+    if any(ch.isupper() for ch in frag):
+        return False  # a name, a brand, a capitalised word: the real start
+    if not _foreign(frag, spec) and not all(_cased(ch) for ch in frag):
+        return False  # the locale's own caseless script: no way to tell a piece from a word
+    return frag.lower() not in lower_openers(spec.code)
+
+
 def _before_start(s: str, spec: LocaleSpec) -> bool:
     """A lower-case or foreign word-piece, a space, then the real start."""
     m = _FRAGMENT_SPACE.match(s)
     if not m:
         return False
     frag, nxt = m.group(1), m.group(2)
-    scripts = {script_of(ch) for ch in frag}
-    foreign = not scripts <= spec.scripts
-    if any(ch.isupper() for ch in frag):
-        return False  # a name, a brand, a capitalised word: the real start
-    if not foreign and not all(_cased(ch) for ch in frag):
-        return False  # the locale's own caseless script: no way to tell a piece from a word
-    if frag.lower() in lower_openers(spec.code):
+    if not _may_precede_start(frag, spec):
         return False
     if nxt in _OPENING or nxt.isupper() or nxt.isdigit() or unicodedata.category(nxt)[0] == "S":
         return True
     nxt_script = script_of(nxt)
     # the locale's own caseless letters after a foreign piece (ing 彼女は, tion قالت)
-    return foreign and nxt.isalpha() and not _cased(nxt) and nxt_script in spec.scripts
+    return _foreign(frag, spec) and nxt.isalpha() and not _cased(nxt) and nxt_script in spec.scripts
 
 
 def _word_piece(s: str) -> bool:
@@ -231,6 +241,37 @@ def _emphasis(s: str) -> str | None:
 
 # ---- all rules -----------------------------------------------------------------------------
 
+# What `fragment_start` strips before it reads the first word: markers and opening quotes.
+INNER_STRIP = "*_\"'“«„「『"
+# The words `_ROLE` reads on after (to a colon or the line's end), in its own case folding.
+_ROLE_WORD = re.compile(r"assistant|user|human|model", re.IGNORECASE)
+# First characters a `_TEMPLATE` alternative begins with: the rule reads on past them.
+_TEMPLATE_FIRST = frozenset("<[#")
+
+
+def fragment_rules_settled(s: str, spec: LocaleSpec) -> bool:
+    """True when `fragment_start`'s rules, all but the emphasis balance (which reads the
+    whole first line: `_emphasis`), say of every text that begins with `s` what they say of
+    `s` (probes/start_decision.py: the gateway's release at decision time). They read the
+    first character; the first word after leading markers and quotes (`INNER_STRIP`) with
+    the character after it (so the word has ended); a role word to its colon; a word-piece
+    before a space the first character after the space."""
+    first = s[0]
+    if first in _TEMPLATE_FIRST:
+        return False
+    if first not in INNER_STRIP and not _LETTERS.match(first):
+        return True  # no rule reads past a first character of any other kind
+    lead = len(s) - len(s.lstrip(INNER_STRIP))
+    word = _LETTERS.match(s, lead)
+    if word is None or word.end() >= len(s):
+        return False  # no first word yet, or it may go on
+    if _ROLE_WORD.fullmatch(word.group(0)):
+        return False
+    if lead == 0 and s[word.end()] in " \t" and _may_precede_start(word.group(0), spec):
+        blanks = len(s) - word.end() - len(s[word.end() :].lstrip(" \t"))
+        return word.end() + blanks < len(s)  # the character after the space is here
+    return True
+
 
 def leak_start(s: str) -> str | None:
     """`template_token` / `role_label` when `s` opens with a chat-template leak."""
@@ -248,7 +289,7 @@ def fragment_start(s: str, spec: LocaleSpec) -> str | None:
         return leak
     if _word_piece(s):
         return "word_piece"
-    inner = s.lstrip("*_\"'“«„「『")
+    inner = s.lstrip(INNER_STRIP)
     for text in (s, inner) if inner and inner != s else (s,):
         m = _LETTERS.match(text)
         if m and _glued(m.group(0)[:40], spec, closed=m.end() < len(text) and m.end() <= 40):

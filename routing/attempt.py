@@ -2,8 +2,9 @@
 
 The router's loop decides *whether* and *where* to attempt; this module only
 runs one attempt and reports what happened (`AttemptResult`). For streaming
-workloads it buffers the reply start, runs the canary's response-start check
-on it, and hands the still-open call back so tokens can be released.
+workloads it holds the reply's start until the canary's response-start check
+decides it (at its first word when it can: routing/start_gate.py), and hands the
+still-open call back so tokens can be released.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from routing.classify import Classification, Rejection, classify, with_side_effe
 from routing.contracts import Contract
 from routing.deadline import AttemptBudget
 from routing.errors import FailureClass as F
+from routing.errors import InvalidResponseError
 from routing.response import Completion
 from routing.routes import Route
 from routing.schemas import SchemaRegistry
+from routing.start_gate import GatePhase, StartGate
 from routing.upstream import Upstream, UpstreamCall
 from wire.text import Scrubber, upstream_text
 
@@ -185,26 +188,27 @@ async def run_attempt(
 async def _check_start(
     res: AttemptResult, call: UpstreamCall, judge: _Judge, clock: Callable[[], float]
 ) -> bool:
-    """A streaming workload: buffer the reply's start (`start_check_chars`) and check it.
+    """A streaming workload: hold the reply's start until the start check decides it
+    (routing/start_gate.py: at the first word when it can, else at `start_check_chars`).
     True when the still-open call is handed over in `res` (`call`, `rest`) to release the
     rest; False when the attempt is judged here (the whole reply already came, or an empty
     or stray start)."""
     pieces = call.content()
-    head = ""
+    gate = StartGate(judge.contract.locale, judge.contract.start_check_chars)
     async for piece in pieces:
         if res.ttft_s is None:
             res.ttft_s = clock() - res.started
-        head += piece
-        if len(head.strip()) >= judge.contract.start_check_chars:
+        res.head = gate.feed(piece)
+        if gate.phase is not GatePhase.HOLDING:
             break
-    res.head = head
     completion = call.assembler.completion
     if completion.done or completion.error is not None:
+        res.head = gate.head
         judge(res, call)  # the whole reply is here: full acceptance
         if res.classification is None:
             res.output_started = True
         return False
-    if not head.strip():
+    if not gate.head.strip():
         res.completion = completion
         res.output_started = call.output_started
         res.rejection = Rejection("transport_incomplete", "stream ended without [DONE]")
@@ -212,15 +216,54 @@ async def _check_start(
             _ambiguous_or_invalid(call), "stream_cut" if call.output_started else "empty_stream"
         )
         return False
-    kind = stray_start_kind(head, judge.contract.locale)
+    kind = gate.kind
+    if gate.phase is GatePhase.HOLDING:  # cut before its start was decided: judge what came
+        res.head, kind = gate.head, stray_start_kind(gate.head, judge.contract.locale)
     if kind is not None:
         res.rejection = Rejection("stray_start", kind)
         res.classification = attribute(classify(res.rejection), judge.client_params)
         return False
-    res.call, res.rest = call, pieces
-    res.output_started = True
+    res.call, res.output_started = call, True
+    res.rest = _held_window(gate, pieces, judge) if gate.phase is GatePhase.WINDOW else pieces
     call.stall_s = None  # released: from now on only the deadline bounds the stream
     return True
+
+
+class StartRejected(InvalidResponseError):
+    """A stream released at its first word whose start the check found stray once its
+    window was complete (routing/start_gate.py): the relay ends it with an in-band error."""
+
+    def __init__(self, classification: Classification) -> None:
+        super().__init__(f"stray start: {classification.reason}", reason=classification.reason)
+        self.classification = classification
+
+
+async def _held_window(
+    gate: StartGate, pieces: AsyncIterator[str], judge: _Judge
+) -> AsyncIterator[str]:
+    """The rest of a stream released early: the window's text once the check passed it
+    (`StartRejected` when it did not), then every piece as it comes."""
+    async for piece in pieces:
+        out = gate.feed(piece)
+        if out:
+            yield out
+        if gate.phase is GatePhase.OPEN:
+            break
+        if gate.phase is GatePhase.REJECTED:
+            raise StartRejected(_stray(gate, judge))
+    else:  # the stream ended inside the window
+        out = gate.end()
+        if gate.phase is GatePhase.REJECTED:
+            raise StartRejected(_stray(gate, judge))
+        if out:
+            yield out
+        return
+    async for piece in pieces:
+        yield piece
+
+
+def _stray(gate: StartGate, judge: _Judge) -> Classification:
+    return attribute(classify(Rejection("stray_start", gate.kind or "")), judge.client_params)
 
 
 def classify_unforeseen(

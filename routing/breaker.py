@@ -26,6 +26,7 @@ scope, such as a test of one workload, expects); `record` without one uses "".
 from __future__ import annotations
 
 import bisect
+from collections import deque
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -127,6 +128,21 @@ def _added(window: Window, item: tuple[float, bool]) -> Window:
     return (*window[:at], item, *window[at:])
 
 
+def _append(window: deque[tuple[float, bool]], item: tuple[float, bool]) -> None:
+    """`_added` on the board's own window, in place: O(1) for an outcome in time order (a
+    tuple copy was O(outcomes in the window) per request, which grows with the rate)."""
+    if not window or window[-1][0] <= item[0]:
+        window.append(item)
+    else:
+        window.insert(bisect.bisect_right(window, item[0], key=lambda x: x[0]), item)
+
+
+def _drop_expired(window: deque[tuple[float, bool]], now: float, span: float) -> None:
+    """`_prune` on the board's own window, in place: the expired outcomes are a prefix."""
+    while window and now - window[0][0] > span:
+        window.popleft()
+
+
 def _open(now: float, reason: str) -> tuple[BreakerState, list[Event]]:
     return BreakerState(status=CircuitStatus.OPEN, opened_at=now), [CircuitOpened(reason)]
 
@@ -198,7 +214,8 @@ class BreakerBoard:
     def __init__(self, config: BreakerConfig = _DEFAULT) -> None:
         self.config = config
         self.states: dict[Key, BreakerState] = {}
-        self.windows: dict[tuple[str, str], Window] = {}  # outcomes per (route, scope)
+        # outcomes per (route, scope), in time order; a circuit judges a copy (`Window`)
+        self.windows: dict[tuple[str, str], deque[tuple[float, bool]]] = {}
         self.log: list[RecordedEvent] = []
 
     def _apply(self, key: Key, event: Input, now: float) -> list[Event]:
@@ -244,10 +261,14 @@ class BreakerBoard:
         """Every closed circuit of the route (in this scope) judges its error rate over the
         scope's one outcome window (successes included, even those before the class first
         failed)."""
-        window = _prune(self.windows.get((route_id, scope), ()), now, self.config.window_s)
-        self.windows[(route_id, scope)] = window
-        for key in self._keys(route_id, scope):
-            if self.states[key].status is CircuitStatus.CLOSED:
+        outcomes = self.windows.setdefault((route_id, scope), deque())
+        _drop_expired(outcomes, now, self.config.window_s)
+        closed = [
+            k for k in self._keys(route_id, scope) if self.states[k].status is CircuitStatus.CLOSED
+        ]
+        if closed:
+            window = tuple(outcomes)
+            for key in closed:
                 self.states[key] = replace(self.states[key], window=window)
 
     def record(
@@ -260,17 +281,16 @@ class BreakerBoard:
             self._seed_windows(route_id, scope, now)
             for key in self._keys(route_id, scope):
                 self._apply(key, Succeeded(), now)
-            self.windows[where] = _added(self.windows[where], (now, False))
+            _append(self.windows[where], (now, False))
             return
         target = (route_id, scope, failure_class)
         counts = failure_class.counts_against_route
         if counts:
             self._seed_windows(route_id, scope, now)
-            self.states.setdefault(
-                target, BreakerState(window=self.windows[where])
-            )  # a class failing for the first time starts from the route's window
+            if target not in self.states:  # a class failing for the first time starts from
+                self.states[target] = BreakerState(window=tuple(self.windows[where]))  # the route's
             self._apply(target, Failed(failure_class), now)
-            self.windows[where] = _added(self.windows[where], (now, True))
+            _append(self.windows[where], (now, True))
         for key in self._keys(route_id, scope):
             if key == target and counts:
                 continue

@@ -86,7 +86,7 @@ class RouterResult:
     completion: Completion
     accepted: Accepted | None
     attempts: list[AttemptRecord]
-    head: str = ""  # streaming: the checked start, not yet sent
+    head: str = ""  # streaming: the start the check released (its first word, or its window)
     rest: AsyncIterator[str] | None = None  # streaming: the remaining content pieces
     finish: Callable[[StreamEnd], Awaitable[None]] | None = None  # streaming: record the end
     call: UpstreamCall | None = None  # streaming: the open upstream call

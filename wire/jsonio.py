@@ -114,12 +114,11 @@ def loads(
 ) -> Any:
     """Decode `raw`. Bytes: a leading UTF-8 BOM is dropped and invalid UTF-8 replaced (refused
     when `strict`). A str is decoded as it is (a BOM inside an SSE data line is malformed)."""
-    shape = (raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw).translate(
-        _SHAPE
-    )
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    shape = data.translate(_SHAPE)
     if _LONG_RUN not in shape:
         try:
-            value = orjson.loads(raw)
+            value = orjson.loads(data)  # its bytes: orjson reads them faster than a str
         except orjson.JSONDecodeError:
             pass  # the standard decoder says what is wrong, or accepts what JSON does not
         else:

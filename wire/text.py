@@ -29,7 +29,7 @@ MAX_TEXT_CHARS = 500  # an error message or metadata value kept from upstream
 class Scrubber:
     """Removes one secret, its case variants and its 8+ character fragments from text."""
 
-    __slots__ = ("_grams", "_secret")
+    __slots__ = ("_grams", "_secret", "_starts")
 
     def __init__(self, secret: str | None) -> None:
         self._secret = (secret or "").lower()
@@ -38,6 +38,8 @@ class Scrubber:
         self._grams: tuple[str, ...] = (
             tuple(dict.fromkeys(s[i : i + n] for i in range(len(s) - n + 1))) if s else ()
         )
+        # what a text may end with that a following text could complete into a gram
+        self._starts = frozenset(g[:m] for g in self._grams for m in range(1, len(g)))
 
     def __bool__(self) -> bool:
         return bool(self._secret)
@@ -62,6 +64,24 @@ class Scrubber:
             keep_from = j
         out.append(text[keep_from:])
         return "".join(out)
+
+    def open_tail(self, text: str, most: int) -> int:
+        """How many of the last characters of `text` (at most `most`) could begin a piece of
+        the secret that the text after them completes: the longest such suffix that is the
+        start of a gram, folded as `runs` folds (so a word that no gram begins with is not
+        held: the gateway releases `*She ` at once)."""
+        if not self._starts or most <= 0:
+            return 0
+        tail = text[-most:]
+        if tail.isascii():
+            folded = tail.lower()
+        else:  # fold the whole text, as `runs` does (a case mapping may read its context)
+            whole = text.lower()
+            folded = whole[-most:] if len(whole) == len(text) else tail
+        for k in range(len(folded), 0, -1):
+            if folded[-k:] in self._starts:
+                return k
+        return 0
 
     def runs(self, text: str) -> list[tuple[int, int]]:
         """The spans `[i, j)` of `text` that are pieces of the secret, left to right, each
@@ -120,9 +140,12 @@ def valid_unicode(text: str) -> str:
 
 class StreamScrubber:
     """Scrubs a text that arrives in pieces: `feed(piece)` returns what may be released
-    now, `flush()` the rest at the end. The last `gram_chars - 1` characters (and a run of
-    the secret that reaches them) are held back until the next piece, so no piece of the
-    secret of `MIN_FRAGMENT` or more characters survives a split between pieces."""
+    now, `flush()` the rest at the end. Of the last `gram_chars - 1` characters, those that
+    could begin a piece of the secret (`Scrubber.open_tail`), and a run of the secret that
+    reaches them, are held back until the next piece, so no piece of the secret of
+    `MIN_FRAGMENT` or more characters survives a split between pieces: a piece split at the
+    end of a text either has a whole gram before the end (a run, held from its start) or
+    ends with the start of a gram (held)."""
 
     __slots__ = ("_held", "_hold", "_scrub")
 
@@ -135,7 +158,7 @@ class StreamScrubber:
         if not self._scrub:
             return valid_unicode(piece)
         buf = self._held + piece
-        cut = max(0, len(buf) - self._hold)
+        cut = len(buf) - self._scrub.open_tail(buf, self._hold)
         out: list[str] = []
         keep_from = 0
         for i, j in self._scrub.runs(buf):

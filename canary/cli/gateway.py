@@ -44,7 +44,7 @@ def serve(
     from routing.compose import build_router
     from routing.errors import ContractError
     from routing.gateway import create_app
-    from routing.serving import gateway_config
+    from routing.serving import gateway_config, run_serving
 
     settings = settings_or_exit()
     if not settings.gateway.keys:
@@ -78,7 +78,7 @@ def serve(
         await task
 
     if no_quarantine:
-        asyncio.run(run())
+        run_serving(run())
         return
     # The quarantine's provider.ignore lives in Prefect (block + Variable): use the same API
     # as every other canary command (PREFECT_API_URL, else the embedded local server).
@@ -86,7 +86,7 @@ def serve(
 
     with use_api(settings) as api_url:
         typer.echo(f"reading provider.ignore from the Prefect API at {api_url}")
-        asyncio.run(run())
+        run_serving(run())
 
 
 def _pct(x: float) -> str:
