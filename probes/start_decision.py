@@ -61,9 +61,14 @@ _ENDS = frozenset(".!?…。！？\n")  # a sentence or line end: where the bala
 
 def _emphasis_undecided(s: str, scripts: frozenset[str]) -> bool:
     """An opening emphasis the window may still find broken, as its twin with the marker
-    closed is found clean: wait for the window (see `_SENTENCE_SCRIPTS`)."""
+    closed is found clean: wait for the window (see `_SENTENCE_SCRIPTS`). Two marks that
+    open the reply (`**`, `_*`, `*_`, `__`) always wait: the broken forms the check names
+    (`**She smiles.*` closed short, `_*She smiles.*` never closed) show the stray mark in
+    their first characters, which an early release would send."""
     if s[0] not in "*_":
         return False
+    if len(s) > 1 and s[1] in "*_":
+        return True
     return bool(scripts & _SENTENCE_SCRIPTS) or not _ENDS.isdisjoint(s)
 
 

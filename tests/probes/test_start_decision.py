@@ -100,7 +100,8 @@ def _released_at(text: str, locale: str) -> int | None:
 def test_issue26_clean_replies_are_released_at_their_first_word() -> None:
     """In every locale but those whose window holds a sentence (Han, kana, Hangul), nearly
     every clean reply is passed once its first word and the character after it are here
-    (an opening emoji at once); there, the replies that open with text (not emphasis) are."""
+    (an opening emoji at once); there, the replies that open with text (not emphasis) are.
+    A reply opening with two emphasis marks (`**Jour 14.**`) waits for its window."""
     for loc in clean_locales():
         replies = load_clean(loc)
         early = []
@@ -112,7 +113,12 @@ def test_issue26_clean_replies_are_released_at_their_first_word() -> None:
             if at is not None:
                 early.append(text)
         dense = bool(locale_spec(loc).scripts & {"han", "kana", "hangul"})
-        expected = [t for t in replies if not t.startswith(("*", "_"))] if dense else replies
+        doubled = ("**", "__", "*_", "_*")  # two opening marks wait for the window everywhere
+        expected = [
+            t
+            for t in replies
+            if not t.startswith(doubled) and not (dense and t.startswith(("*", "_")))
+        ]
         assert len(early) >= 0.9 * len(expected) > 0, (loc, len(early), len(expected))
 
 
@@ -142,6 +148,9 @@ def test_issue26_clean_replies_are_released_at_their_first_word() -> None:
         ("— Ты ", "ru", PASS),
         ("14 ", "en", PASS),
         ("*She nods. ", "en", MORE),  # a sentence end inside the open emphasis
+        ("**She ", "en", MORE),  # two opening marks: `**She smiles.*` is closed short
+        ("_*She ", "en", MORE),  # `_*She smiles.*`: the `_` is never closed
+        ("**Note:** ", "en", MORE),  # bold waits for the window too
         ("*エレナは重い扉を押し開け、", "ja", MORE),  # the window holds a sentence there
         ("エレナは", "ja", MORE),
         ("エレナは重い扉を押し開け、", "ja", PASS),
@@ -204,3 +213,21 @@ def test_issue26_an_early_pass_holds_for_any_text_that_follows(
             found.add(stray_start_kind(text.strip(), locale))
             assert found <= {None, *WINDOW_KINDS}, (text, cut, found)
             return
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["_*She smiles.* Hello there, traveller.", "**She smiles.* Then she waves at you."],
+)
+def test_issue26_a_doubled_emphasis_opening_is_never_released_before_its_window(
+    reply: str,
+) -> None:
+    """The broken emphasis forms the check names (never closed, closed short) are decided
+    at the window, so not even their stray first marks go out; the window fails them."""
+    assert all(
+        decide_start(reply[:i], "en", WINDOW).decision is MORE
+        for i in range(1, len(reply))
+        if len(reply[:i].strip()) < WINDOW
+    )
+    verdict = decide_start(reply, "en", WINDOW)
+    assert verdict.decision is StartDecision.FAIL and verdict.final
