@@ -12,11 +12,10 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from starlette.applications import Starlette
 
 from ground.settings import GatewayConfig
 from routing.events import EventLog
-from routing.gateway import create_app
+from routing.gateway import GatewayApp, create_app
 from routing.records import sha256_text
 from routing.report import router_report
 from routing.router import Router
@@ -33,7 +32,7 @@ from tests.fixtures.routing import (
 KEY = "gw-test-key"
 
 
-def _app(fleet: FleetHandle, ledger_url: str | None = None, **kw: Any) -> tuple[Starlette, Router]:
+def _app(fleet: FleetHandle, ledger_url: str | None = None, **kw: Any) -> tuple[GatewayApp, Router]:
     events = EventLog(ledger_url) if ledger_url else None
     router = make_router(fleet.base_url, fleet.key, events=events, **kw)
     return create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05)), router

@@ -121,7 +121,7 @@ def test_issue26_an_event_row_is_its_records_fields() -> None:
     """The flush thread's row of each record is `asdict` of it, its time in UTC (a shallow
     copy: the fields are plain values)."""
     at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    records = [
+    records: list[AttemptRecord | RequestRecord | SuspectRecord] = [
         AttemptRecord("op", "at-1", 0, "chat", "alpha", "acme/alpha", provider="A", at=at),
         RequestRecord("op", "chat", 1, "accepted", final_route="alpha", at=at),
         SuspectRecord("acme/alpha", "A", "start", "ejected", 3, 20, 0, 60, 0.01, until=at, at=at),
@@ -137,7 +137,7 @@ async def test_issue26_a_reply_head_and_body_leave_in_one_send() -> None:
     ours, peer = socket.socketpair()
     peer.setblocking(False)
     transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
-    coalescing = CoalescingTransport(transport, loop)  # type: ignore[arg-type]
+    coalescing = CoalescingTransport(transport, loop)
     try:
         coalescing.write(b"HTTP/1.1 200 OK\r\n\r\n")
         coalescing.write(b"{}")
