@@ -35,6 +35,7 @@ pytest_plugins: list[str] = [
     "tests.fixtures.canary_env",
     "tests.fixtures.hostile",
     "tests.fixtures.world",
+    "tests.fixtures.postgres",
     # add "tests.fixtures.<topic>" here (one line each)
 ]
 

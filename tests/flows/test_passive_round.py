@@ -106,23 +106,10 @@ def test_o8_the_ledger_holds_the_gateways_figures_sqlite(tmp_path: object) -> No
 
 
 @pytest.mark.slow
-def test_o8_the_ledger_holds_the_gateways_figures_postgresql() -> None:
+def test_o8_the_ledger_holds_the_gateways_figures_postgresql(pg_ledger_url: str) -> None:
     """The same on a throwaway PostgreSQL cluster (the scale path)."""
-    pytest.importorskip("psycopg", reason="the scale extra (psycopg) is not installed")
-    from scale.postgres import PostgresUnavailable, throwaway_cluster
-
-    try:
-        cluster_cm = throwaway_cluster()
-        pg = cluster_cm.__enter__()
-    except PostgresUnavailable as exc:
-        pytest.skip(f"no PostgreSQL server here: {exc}")
-    try:
-        pg.create_database("canary_ledger")
-        url = pg.url("canary_ledger", driver="psycopg")
-        _write(url, MODEL, T0)
-        _check_ledger(url)
-    finally:
-        cluster_cm.__exit__(None, None, None)
+    _write(pg_ledger_url, MODEL, T0)
+    _check_ledger(pg_ledger_url)
 
 
 async def test_o8_the_next_round_and_status_show_the_production_evidence(

@@ -122,18 +122,6 @@ async def test_o9_a_pruned_tool_execution_runs_again_and_an_unknown_one_still_re
 
 
 @pytest.mark.slow
-def test_o9_prune_on_postgresql() -> None:
+def test_o9_prune_on_postgresql(pg_ledger_url: str) -> None:
     """The same prune on a throwaway PostgreSQL cluster (`scale/postgres.py`), the scale path."""
-    pytest.importorskip("psycopg", reason="the scale extra (psycopg) is not installed")
-    from scale.postgres import PostgresUnavailable, throwaway_cluster
-
-    try:
-        cluster_cm = throwaway_cluster()
-        pg = cluster_cm.__enter__()
-    except PostgresUnavailable as exc:
-        pytest.skip(f"no PostgreSQL server here: {exc}")
-    try:
-        pg.create_database("canary_ledger")
-        _check_prune(pg.url("canary_ledger", driver="psycopg"))
-    finally:
-        cluster_cm.__exit__(None, None, None)
+    _check_prune(pg_ledger_url)

@@ -142,23 +142,10 @@ async def test_o7_served_finds_the_provider_by_time_and_by_request_id(
 
 
 @pytest.mark.slow
-async def test_o7_served_on_postgresql(fleet: FleetHandle) -> None:
+async def test_o7_served_on_postgresql(fleet: FleetHandle, pg_ledger_url: str) -> None:
     """The same request found in the scale path's database: a throwaway PostgreSQL cluster
     (`scale/postgres.py`) holding the gateway's events and the canary's ledger (O6, O7)."""
-    pytest.importorskip("psycopg", reason="the scale extra (psycopg) is not installed")
-    from scale.postgres import PostgresUnavailable, throwaway_cluster
-
-    try:
-        cluster_cm = throwaway_cluster()
-        pg = cluster_cm.__enter__()
-    except PostgresUnavailable as exc:
-        pytest.skip(f"no PostgreSQL server here: {exc}")
-    try:
-        pg.create_database("canary_ledger")
-        url = pg.url("canary_ledger", driver="psycopg")
-        now = datetime.now(UTC)
-        _canary_then(url, now - timedelta(minutes=10))
-        request_id = await _one_request_through_the_gateway(fleet, url)
-        _check(url, request_id, now + timedelta(minutes=3))
-    finally:
-        cluster_cm.__exit__(None, None, None)
+    now = datetime.now(UTC)
+    _canary_then(pg_ledger_url, now - timedelta(minutes=10))
+    request_id = await _one_request_through_the_gateway(fleet, pg_ledger_url)
+    _check(pg_ledger_url, request_id, now + timedelta(minutes=3))
