@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from probes.transport import classify_transport, outcome
+from probes.transport import classify_transport, outcome, unjudgeable
 from probes.types import Contract, Outcome, OutcomeStatus, Transcript
 
 OPENING_CHARS = 300
@@ -153,15 +153,9 @@ def judge_refusal(t: Transcript, locale: str | None) -> Outcome:
     native = (t.native_finish_reason or "").lower()
     if finish == "content_filter" or "content_filter" in native:
         return _outcome(t, OutcomeStatus.FAIL, "content_filter", excerpt=t.text[:120])
-    transport = classify_transport(t, Contract.REFUSAL)
-    if transport is not None:
-        return transport
-    if t.gave_up_waiting:
-        return _outcome(t, OutcomeStatus.INCONCLUSIVE, "no_text_within_threshold")
-    if t.http_status != 200:
-        return _outcome(t, OutcomeStatus.INCONCLUSIVE, f"http_{t.http_status}")
-    if t.error is not None:
-        return _outcome(t, OutcomeStatus.INCONCLUSIVE, "in_band_error")
+    unjudged = unjudgeable(t, Contract.REFUSAL, "no_text_within_threshold")
+    if unjudged is not None:
+        return unjudged
     if not t.text.strip():
         if t.malformed_lines:
             return _outcome(

@@ -25,7 +25,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from probes.refusal import match_refusal
-from probes.transport import classify_transport, outcome
+from probes.transport import outcome, unjudgeable
 from probes.types import Contract, Endpoint, Outcome, OutcomeStatus, Transcript
 from wire import jsonio
 
@@ -93,15 +93,9 @@ def judge_structured(t: Transcript, endpoint: Endpoint) -> Outcome:
             locale=t.locale,
             evidence={"supported_parameters": list(endpoint.supported_parameters)},
         )
-    transport = classify_transport(t, c)
-    if transport is not None:
-        return transport
-    if t.gave_up_waiting:
-        return outcome(t, c, OutcomeStatus.INCONCLUSIVE, "no_text_within_threshold")
-    if t.http_status != 200:
-        return outcome(t, c, OutcomeStatus.INCONCLUSIVE, f"http_{t.http_status}")
-    if t.error is not None:
-        return outcome(t, c, OutcomeStatus.INCONCLUSIVE, "in_band_error")
+    unjudged = unjudgeable(t, c, "no_text_within_threshold")
+    if unjudged is not None:
+        return unjudged
     finish = (t.finish_reason or "").lower()
     if finish == "content_filter" or "content_filter" in (t.native_finish_reason or "").lower():
         return outcome(t, c, OutcomeStatus.INCONCLUSIVE, "filtered", excerpt=t.text[:120])

@@ -49,7 +49,7 @@ from jsonschema.exceptions import best_match
 
 from probes.structured import json_path
 from probes.textutil import excerpt
-from probes.transport import classify_transport, outcome
+from probes.transport import outcome, unjudgeable
 from probes.types import Contract, Outcome, OutcomeStatus, ToolCall, Transcript
 from wire import jsonio
 
@@ -233,17 +233,17 @@ def tool_probes(
 
 def _unjudged(t: Transcript) -> Outcome | None:
     """Transport, misrouted, or nothing to judge (a 4xx, an in-band error, no output)."""
-    c = Contract.TOOLS
-    transport = classify_transport(t, c)
-    if transport is not None:
-        return transport
-    if t.gave_up_waiting:
-        return outcome(t, c, OutcomeStatus.INCONCLUSIVE, "no_output_within_threshold")
-    if t.http_status != 200:
-        return outcome(t, c, OutcomeStatus.INCONCLUSIVE, f"http_{t.http_status}")
-    if t.error is not None:
-        return outcome(t, c, OutcomeStatus.INCONCLUSIVE, "in_band_error")
-    return None
+    return unjudgeable(t, Contract.TOOLS, "no_output_within_threshold")
+
+
+def _as_text(t: Transcript, **evidence: object) -> Outcome | None:
+    """FAIL `as_text` when call markup is in the content (the marker and the reply's head)."""
+    marker = leaked_tool_markup(t.text)
+    if marker is None:
+        return None
+    return _result(
+        t, OutcomeStatus.FAIL, "as_text", marker=marker, head=excerpt(t.text, 60), **evidence
+    )
 
 
 def _result(t: Transcript, status: OutcomeStatus, reason: str, **evidence: object) -> Outcome:
@@ -302,12 +302,9 @@ def judge_call(t: Transcript) -> Outcome:
     unjudged = _unjudged(t)
     if unjudged is not None:
         return unjudged
-    marker = leaked_tool_markup(t.text)
-    if marker is not None:
-        head = excerpt(t.text, 60)
-        return _result(
-            t, OutcomeStatus.FAIL, "as_text", marker=marker, head=head, expected=t.expect
-        )
+    leaked = _as_text(t, expected=t.expect)
+    if leaked is not None:
+        return leaked
     if not t.tool_calls:
         return _result(
             t,
@@ -328,9 +325,9 @@ def judge_none(t: Transcript) -> Outcome:
     unjudged = _unjudged(t)
     if unjudged is not None:
         return unjudged
-    marker = leaked_tool_markup(t.text)
-    if marker is not None:
-        return _result(t, OutcomeStatus.FAIL, "as_text", marker=marker, head=excerpt(t.text, 60))
+    leaked = _as_text(t)
+    if leaked is not None:
+        return leaked
     if t.tool_calls or (t.finish_reason or "").lower() == "tool_calls":
         called = ", ".join(str(c.name) for c in t.tool_calls) or "(none named)"
         return _result(t, OutcomeStatus.FAIL, "choice_none_violated", function=called)
@@ -353,9 +350,9 @@ def judge_result(t: Transcript) -> Outcome:
     unjudged = _unjudged(t)
     if unjudged is not None:
         return unjudged
-    marker = leaked_tool_markup(t.text)
-    if marker is not None:
-        return _result(t, OutcomeStatus.FAIL, "as_text", marker=marker, head=excerpt(t.text, 60))
+    leaked = _as_text(t)
+    if leaked is not None:
+        return leaked
     if t.tool_calls:
         called = ", ".join(str(c.name) for c in t.tool_calls)
         return _result(t, OutcomeStatus.FAIL, "result_ignored", what=f"called {called} again")

@@ -76,3 +76,19 @@ def classify_transport(t: Transcript, contract: Contract | None = None) -> Outco
     if t.provider_unverified:
         return outcome(t, c, OutcomeStatus.INCONCLUSIVE, "provider_unverified")
     return None
+
+
+def unjudgeable(t: Transcript, contract: Contract, silent: str) -> Outcome | None:
+    """The outcome of a reply no contract can judge for quality, else None: transport or
+    misrouted (`classify_transport`), nothing within the first-token bar (`silent`, the
+    contract's name for it), any other HTTP status, an in-band error."""
+    transport = classify_transport(t, contract)
+    if transport is not None:
+        return transport
+    if t.gave_up_waiting:
+        return outcome(t, contract, OutcomeStatus.INCONCLUSIVE, silent)
+    if t.http_status != 200:
+        return outcome(t, contract, OutcomeStatus.INCONCLUSIVE, f"http_{t.http_status}")
+    if t.error is not None:
+        return outcome(t, contract, OutcomeStatus.INCONCLUSIVE, "in_band_error")
+    return None
