@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from probes.integrity import stray_start_kind
 from routing.acceptance import Accepted, accept
 from routing.attribution import attribute, client_shaping
 from routing.budget import Budget
@@ -216,9 +215,10 @@ async def _check_start(
             _ambiguous_or_invalid(call), "stream_cut" if call.output_started else "empty_stream"
         )
         return False
+    if gate.phase is GatePhase.HOLDING:  # cut before its start was decided: the gate judges
+        gate.end()  # what came, as a whole reply
+        res.head = gate.head
     kind = gate.kind
-    if gate.phase is GatePhase.HOLDING:  # cut before its start was decided: judge what came
-        res.head, kind = gate.head, stray_start_kind(gate.head, judge.contract.locale)
     if kind is not None:
         res.rejection = Rejection("stray_start", kind)
         res.classification = attribute(classify(res.rejection), judge.client_params)
