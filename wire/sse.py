@@ -23,6 +23,7 @@ from typing import Any
 
 _BOM = b"\xef\xbb\xbf"
 _KNOWN_IGNORED_FIELDS = frozenset({"event", "id", "retry"})
+_BLANK = [""]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,18 +72,13 @@ class SSEParser:
         if end >= 0:
             block = bytes(buf[:end])  # whole lines only: a line end is never inside a character
             del buf[: end + 1]
-            data = self._data
-            for line in self._lines(block):
-                if line.endswith("\r"):
-                    line = line[:-1]
-                if line.startswith("data: "):  # the common line, without field parsing
-                    data.append(line[6:])
-                elif not line:
-                    if data:
-                        out.append(Event("\n".join(data)))
-                        data.clear()
-                else:
-                    self._field(line, out)
+            if not self._skipping_overlong:
+                self._block(block, out)
+            else:  # the tail of an overlong line ends at its LF
+                self._skipping_overlong = False
+                start = block.find(b"\n") + 1
+                if start:
+                    self._block(block[start:], out)
         if len(buf) > self.max_line_bytes:
             buf.clear()
             self.malformed_lines += 1
@@ -90,18 +86,48 @@ class SSEParser:
             self._skipping_overlong = True
         return out
 
-    def _lines(self, block: bytes) -> list[str]:
-        """The lines of `block` (whole lines, their LF removed), decoded."""
-        if self._skipping_overlong:
-            self._skipping_overlong = False  # the tail of an overlong line ends here
-            start = block.find(b"\n") + 1
-            if not start:
-                return []
-            block = block[start:]
-        try:  # the common case: one decode for every line of this read
-            return block.decode("utf-8").split("\n")
+    def _events(self, text: str, out: list[Comment | Event]) -> None:
+        """`text` (whole lines, no CR, no data line pending) event by event: an event that
+        is one `data: ` line, the common one, is dispatched without going line by line (what
+        `_lines` would make of it: a test holds the two equal on any stream and cutting)."""
+        *events, last = text.split("\n\n")
+        for event in events:
+            if event.startswith("data: ") and "\n" not in event:
+                out.append(Event(event[6:]))
+            else:
+                self._lines(event.split("\n"), out)
+                self._lines(_BLANK, out)  # the blank line after it
+        if last.startswith("data: ") and last.find("\n") == len(last) - 1:
+            out.append(Event(last[6:-1]))  # its line ended, then the blank line (the last LF)
+        else:
+            self._lines(last.split("\n"), out)
+
+    def _lines(self, lines: list[str], out: list[Comment | Event]) -> None:
+        data = self._data
+        for line in lines:
+            if line.endswith("\r"):
+                line = line[:-1]
+            if line.startswith("data: "):  # the common line, without field parsing
+                data.append(line[6:])
+            elif not line:
+                if data:
+                    out.append(Event("\n".join(data)))
+                    data.clear()
+            else:
+                self._field(line, out)
+
+    def _block(self, block: bytes, out: list[Comment | Event]) -> None:
+        """Whole lines (the last LF removed): decoded in one go, the common case; line by
+        line when one is not UTF-8."""
+        try:
+            text = block.decode("utf-8")
         except UnicodeDecodeError:
-            return [self._decode(raw) for raw in block.split(b"\n")]
+            self._lines([self._decode(raw) for raw in block.split(b"\n")], out)
+            return
+        if self._data or "\r" in text:
+            self._lines(text.split("\n"), out)
+        else:
+            self._events(text, out)
 
     def _decode(self, raw: bytes) -> str:
         try:
