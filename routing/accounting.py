@@ -2,7 +2,8 @@
 R10 records built from it (pure: data in, records out; `now` is passed in).
 
     RequestState      request and operation ids, contract, body, deadline, attempts so
-                      far, cost so far, the providers it excluded per model (R13)
+                      far, cost so far, the providers it excluded per model (R13), and
+                      the bookkeeping that may wait until its reply has left (`after_reply`)
     attempt_record    one AttemptRecord from an AttemptResult (cost estimated from the
                       route's prices when the upstream reported none; a cancelled hedge
                       loser is still billed for its prompt)
@@ -11,6 +12,7 @@ R10 records built from it (pure: data in, records out; `now` is passed in).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,9 +38,29 @@ class RequestState:
     request_id: str | None = None  # the gateway's id of this HTTP request
     # model -> the tags of providers this request excluded after they served a failure
     excluded: dict[str, set[str]] = field(default_factory=dict)
+    # None: outcomes are published at once. A list (`Router.admit(after_reply=True)`): an
+    # accepted answer's verdict, metrics and events wait here until whoever sends the reply
+    # runs them (`run_after_reply`), so a client never waits for the router's bookkeeping
+    after_reply: list[Callable[[], None]] | None = None
 
     def excluded_for(self, model: str) -> set[str]:
         return self.excluded.get(model, set())
+
+    def later(self, job: Callable[[], None]) -> None:
+        """Run `job` once the reply has left when the request defers (see `after_reply`),
+        else now."""
+        if self.after_reply is None:
+            job()
+        else:
+            self.after_reply.append(job)
+
+    def run_after_reply(self) -> None:
+        """Run what waited for the reply, in order, once (idempotent)."""
+        jobs = self.after_reply
+        if jobs:
+            self.after_reply = []
+            for job in jobs:
+                job()
 
 
 def attempt_record(

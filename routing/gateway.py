@@ -327,6 +327,25 @@ class RelayResponse(StreamingResponse):
                 await self.result.finish(StreamEnd.client_gone())
 
 
+class AnswerResponse(Response):
+    """A complete JSON answer. The router's bookkeeping of it (verdict, metrics, events:
+    `Router.admit(after_reply=True)`) runs once it has left: the reply is written at the end
+    of this turn of the loop (`routing.serving.CoalescingTransport`), the bookkeeping on the
+    next, before the next read of any connection is handled; and it runs whatever happens to
+    the response (issue 26: the client does not wait for it)."""
+
+    def __init__(self, req: RequestState, content: bytes, **kw: Any) -> None:
+        super().__init__(content, **kw)
+        self.req = req
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+            await asyncio.sleep(0)  # the reply leaves first
+        finally:
+            self.req.run_after_reply()
+
+
 # ---- the app: its state and its endpoints ----------------------------------------------------
 
 
@@ -437,12 +456,18 @@ async def _routed(
     wants_stream = body.get("stream") is True
     router = gw.router
     ids = {"X-Operation-Id": operation_id, "X-Request-Id": request_id}
+    req: RequestState | None = None
     try:
-        req = router.admit(body, workload, operation_id, stream=wants_stream, request_id=request_id)
+        req = router.admit(
+            body, workload, operation_id, stream=wants_stream, request_id=request_id,
+            after_reply=not wants_stream,
+        )  # fmt: skip
         result = await router.run(req)
     except RoutingError as exc:
         return gw.refuse(exc, operation_id, request_id=request_id)
     except Exception:  # a bug of ours: explicit, OpenAI-shaped, with the operation id
+        if req is not None:
+            req.run_after_reply()
         log.error(  # the traceback scrubbed: it may quote what an upstream sent
             "internal error for operation %s: %s",
             operation_id,
@@ -460,7 +485,9 @@ async def _routed(
             media_type="text/event-stream",
             headers={**headers, "Cache-Control": "no-cache"},
         )
-    return Response(json_bytes(completion_body(result)), media_type=JSON, headers=headers)
+    return AnswerResponse(
+        req, json_bytes(completion_body(result)), media_type=JSON, headers=headers
+    )
 
 
 async def models(request: Request) -> Response:

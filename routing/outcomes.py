@@ -26,7 +26,7 @@ from routing.health import HealthBook
 from routing.metrics import RouterMetrics
 from routing.passive_watch import PassiveWatch
 from routing.providers import provider_key
-from routing.records import EventSink
+from routing.records import AttemptRecord, EventSink, RequestRecord
 from routing.response import Completion
 from routing.routes import Route
 
@@ -109,7 +109,25 @@ class Outcomes:
 
     def attempt(self, req: RequestState, res: AttemptResult, **kw: Any) -> None:
         record = attempt_record(req, res, **kw)
-        self.metrics.observe_attempt(record)
+        self._publish(record)
+
+    def accepted(self, req: RequestState, res: AttemptResult, scope: str, **kw: Any) -> None:
+        """An accepted answer's attempt: counted in the request now (its cost, the reply's
+        `X-Attempts`), its verdict and event once the reply has left (`RequestState.later`):
+        nothing the client is waiting for depends on them."""
+        record = attempt_record(req, res, **kw)
+
+        def publish() -> None:
+            self.verdict(res, scope)
+            self._publish(record)
+
+        req.later(publish)
+
+    def _publish(self, record: AttemptRecord | RequestRecord) -> None:
+        if isinstance(record, AttemptRecord):
+            self.metrics.observe_attempt(record)
+        else:
+            self.metrics.observe_request(record)
         if self.events is not None:
             self.events.emit(record)
 
@@ -121,10 +139,8 @@ class Outcomes:
         route: Route | None,
         comp: Completion | None,
     ) -> None:
-        record = request_record(req, outcome, reason, route, comp, now=self.clock())
-        self.metrics.observe_request(record)
-        if self.events is not None:
-            self.events.emit(record)
+        now = self.clock()  # the request ends now, whenever its record is written
+        req.later(lambda: self._publish(request_record(req, outcome, reason, route, comp, now=now)))
 
     def stream_finisher(
         self, req: RequestState, res: AttemptResult, completion: Completion

@@ -196,11 +196,15 @@ class Router:
         *,
         stream: bool,
         request_id: str | None = None,
+        after_reply: bool = False,
     ) -> RequestState:
         """Resolve the request once: its contract, its absolute deadline (recorded now, on
         arrival) and its operation id; a request the contract cannot take is refused here.
         `stream` is honoured only for a streaming contract (otherwise the answer is complete
-        and accepted before a client sees it, and a gateway relays it as one chunk)."""
+        and accepted before a client sees it, and a gateway relays it as one chunk).
+        `after_reply`: an accepted answer's verdict, metrics and events wait in the request
+        until the caller has sent the reply and calls `req.run_after_reply()` (a failure's
+        are published before `run` raises)."""
         operation_id = operation_id or new_operation_id()
         now = self.clock()
         try:
@@ -227,7 +231,7 @@ class Router:
         deadline = Deadline.starting(now, contract.deadline_ms, self.allowances)
         return RequestState(
             operation_id, contract, body, now, deadline, stream and contract.streaming,
-            request_id=request_id or new_request_id(),
+            request_id=request_id or new_request_id(), after_reply=[] if after_reply else None,
         )  # fmt: skip
 
     # ---- the loop -------------------------------------------------------------------------
@@ -243,6 +247,7 @@ class Router:
             self.outcomes.request(
                 req, exc.failure_class.value, exc.reason or exc.message[:120], None, None
             )
+            req.run_after_reply()  # a refusal's bookkeeping does not wait for its reply
             raise
         if result.rest is None:
             self.outcomes.request(req, "accepted", None, result.route, result.completion)
@@ -506,7 +511,13 @@ class Router:
             attempt_record(req, res, waited_s=waited_s, fallback_reason=fallback_reason,
                            circuit=circuit.value)  # fmt: skip
             return res
-        self.outcomes.verdict(res, scope)
+        if res.classification is None:  # the answer: its verdict may wait for the reply
+            self.outcomes.accepted(
+                req, res, scope, waited_s=waited_s, fallback_reason=fallback_reason,
+                circuit=circuit.value, hedged=hedged,
+            )  # fmt: skip
+            return res
+        self.outcomes.verdict(res, scope)  # before the next move: it may choose by it
         self.outcomes.attempt(
             req, res, waited_s=waited_s, fallback_reason=fallback_reason, circuit=circuit.value,
             hedged=hedged,

@@ -2,7 +2,8 @@
 refuses a request head over 16 KB and answers pipelined requests; a reply's head and body
 leave in one send; the fleet writes an instant reply in one piece (no sub-millisecond sleep
 between its writes); an event row is its record's fields as they are; the breaker board's
-outcome window is kept in place, exactly as the pure one."""
+outcome window is kept in place, exactly as the pure one; an answer's bookkeeping runs
+after it has left, and runs when it could not be sent."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ import asyncio
 import socket
 from dataclasses import asdict
 from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import pytest
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,13 +24,13 @@ from ground.settings import BreakerConfig, GatewayConfig
 from routing.breaker import BreakerBoard, _added, _prune
 from routing.deadline import AttemptBudget
 from routing.errors import FailureClass
-from routing.events import _row
+from routing.events import EventLog, _row
 from routing.gateway import create_app
 from routing.records import AttemptRecord, RequestRecord, SuspectRecord
 from routing.serving import MAX_HEAD_BYTES, CoalescingTransport, gateway_config, run_serving
 from routing.upstream import Upstream
 from tests.fixtures.fleet import FleetHandle
-from tests.fixtures.routing import ServedApp, make_router, routing_scenario
+from tests.fixtures.routing import ServedApp, chat_body, make_router, routing_scenario
 
 GW = "gw-hot-key"
 
@@ -200,3 +205,63 @@ def test_issue26_the_boards_outcome_window_is_the_pure_one(
         if failure is None or failure.counts_against_route:
             expected = _added(_prune(expected, now, 30), (now, failure is not None))
         assert tuple(board.windows.get(("r", ""), ())) == expected
+
+
+async def _ask(app: Any, send: Any) -> None:
+    """One non-streamed chat request straight into the ASGI app, answered through `send`."""
+    body = orjson.dumps(chat_body())
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+        "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1), "server": ("x", 80),
+        "headers": [(b"authorization", f"Bearer {GW}".encode()), (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode())],
+    }  # fmt: skip
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    await app(scope, receive, send)
+
+
+async def test_issue26_an_answers_bookkeeping_runs_after_it_has_left(
+    fleet: FleetHandle, ledger_url: str
+) -> None:
+    """The router's verdict, metrics and events of an accepted answer wait until its body
+    was sent (the client does not wait for them), and then they are all there."""
+    fleet.load(routing_scenario())
+    log = EventLog(ledger_url)
+    router = make_router(fleet.base_url, fleet.key, events=log)
+    app = create_app(router, GatewayConfig(keys=[GW]))
+    seen: list[tuple[str, int]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        seen.append((message["type"], len(log._buffer)))
+
+    await _ask(app, send)
+    assert seen == [("http.response.start", 0), ("http.response.body", 0)]
+    assert sorted(type(r).__name__ for r in log._buffer) == ["AttemptRecord", "RequestRecord"]
+    assert router.metrics.snapshot()["requests"] == 1
+    assert "alpha" in router.health.health  # the verdict reached the route's health
+    await router.upstream.aclose()
+
+
+async def test_issue26_an_answers_bookkeeping_runs_when_its_reply_cannot_be_sent(
+    fleet: FleetHandle, ledger_url: str
+) -> None:
+    """A reply that fails to go out (the connection broke under it) still leaves its
+    attempt and request recorded: the upstream answered and billed."""
+    fleet.load(routing_scenario())
+    log = EventLog(ledger_url)
+    router = make_router(fleet.base_url, fleet.key, events=log)
+    app = create_app(router, GatewayConfig(keys=[GW]))
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            raise OSError("connection reset under the reply")
+
+    with pytest.raises(OSError):
+        await _ask(app, send)
+    assert sorted(type(r).__name__ for r in log._buffer) == ["AttemptRecord", "RequestRecord"]
+    await router.upstream.aclose()
