@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -155,6 +156,7 @@ class RouterMetrics:
             ["workload", "route", "provider", "result"], registry=r,
         )  # fmt: skip
         self._provider_labels: dict[str, set[str]] = {}
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._passive_counters(r)
         self.latency = Histogram(
             "canary_router_latency_seconds", "Request latency by final route", ["workload", "route"],
@@ -170,22 +172,22 @@ class RouterMetrics:
             if ev.failure_class is None
             else ev.failure_class
         )
-        self.attempts.labels(ev.workload, ev.route_id, result).inc()
+        self._child(self.attempts, ev.workload, ev.route_id, result).inc()
         if ev.provider:
             provider = self.provider_label(ev.route_id, ev.provider)
-            self.provider_attempts.labels(ev.workload, ev.route_id, provider, result).inc()
+            self._child(self.provider_attempts, ev.workload, ev.route_id, provider, result).inc()
         if ev.fallback_reason:
-            self.fallbacks.labels(ev.workload).inc()
+            self._child(self.fallbacks, ev.workload).inc()
         rejected = ev.validation not in (None, "accepted")
         if ev.http_success:
-            self.http_success.labels(ev.workload, ev.route_id).inc()
+            self._child(self.http_success, ev.workload, ev.route_id).inc()
             if rejected:
-                self.rejections.labels(ev.workload, ev.route_id, str(ev.validation)).inc()
+                self._child(self.rejections, ev.workload, ev.route_id, str(ev.validation)).inc()
         if not ev.cancelled:
             self.watch.observe(http_ok=ev.http_success, rejected=rejected, now=self.clock())
         if ev.failure_class == "ambiguous_completion":
-            self.ambiguous.labels(ev.workload).inc()
-        self.cost.labels(ev.workload).inc(max(0.0, ev.cost_usd))
+            self._child(self.ambiguous, ev.workload).inc()
+        self._child(self.cost, ev.workload).inc(max(0.0, ev.cost_usd))
 
     def _passive_counters(self, r: CollectorRegistry) -> None:
         """Production evidence per (model, provider) (O8, routing/passive_watch.py)."""
@@ -205,12 +207,23 @@ class RouterMetrics:
     def observe_passive(self, model: str, provider: str, verdict: str) -> None:
         """One reply judged as production evidence: "ok" or its failure reason."""
         label = self.provider_label(f"model:{model}", provider)
-        self.passive_replies.labels(model, label).inc()
+        self._child(self.passive_replies, model, label).inc()
         if verdict != "ok":
-            self.passive_failures.labels(model, label, verdict).inc()
+            self._child(self.passive_failures, model, label, verdict).inc()
 
     def observe_ejection(self, model: str, provider: str, reason: str) -> None:
-        self.ejections.labels(model, self.provider_label(f"model:{model}", provider), reason).inc()
+        self._child(
+            self.ejections, model, self.provider_label(f"model:{model}", provider), reason
+        ).inc()
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        """`metric.labels(*values)`, each child looked up once (prometheus_client's `labels`
+        validates and locks on every call: several microseconds a request)."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def provider_label(self, scope: str, provider: str) -> str:
         """A provider name as a label value: at most MAX_PROVIDER_LABELS per `scope` (a
@@ -222,12 +235,14 @@ class RouterMetrics:
         return "other"
 
     def observe_request(self, ev: RequestRecord) -> None:
-        self.requests.labels(ev.workload, ev.outcome).inc()
+        self._child(self.requests, ev.workload, ev.outcome).inc()
         if ev.outcome == "deadline_exhausted":
-            self.deadline.labels(ev.workload).inc()
+            self._child(self.deadline, ev.workload).inc()
         if ev.outcome == "accepted":
-            self.accepted_cost.labels(ev.workload).inc(max(0.0, ev.cost_usd))
-        self.latency.labels(ev.workload, ev.final_route or "none").observe(ev.latency_ms / 1000.0)
+            self._child(self.accepted_cost, ev.workload).inc(max(0.0, ev.cost_usd))
+        self._child(self.latency, ev.workload, ev.final_route or "none").observe(
+            ev.latency_ms / 1000.0
+        )
 
     def _sum(self, counter: Counter, **match: str) -> float:
         """A counter's total over the label values matching `match`."""
