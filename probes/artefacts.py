@@ -63,6 +63,8 @@ _BLOCKS_LOWER = tuple((opening.lower(), closing.lower()) for _, opening, closing
 _CHANNEL = re.compile(r"<\|channel\|>\s*(?:analysis|commentary)|<\|start\|>assistant<\|channel\|>")
 _STRIPPED_CHANNEL = re.compile(r"^analysis(?=[A-Z])|assistantfinal(?=\S)")
 _LEADING = re.compile(r"^[\s\ufeff\u200b]*")
+# the first character of every tag above and of `_CHANNEL`'s: a text without any holds none
+_TAG_STARTS = frozenset(t[0] for pair in _BLOCKS_LOWER for t in pair) | {"<"}
 
 
 def _excerpt_from(text: str, at: int) -> str:
@@ -77,6 +79,9 @@ def reasoning_leak(text: str) -> Finding | None:
     lead = _LEADING.match(s)
     body = s[lead.end() if lead else 0 :]
     lower = body.lower()
+    if not any(c in lower for c in _TAG_STARTS):  # no tag can be there (the common reply)
+        m = _STRIPPED_CHANNEL.search(body)
+        return Finding("channel", m.group(0), _excerpt_from(body, m.start())) if m else None
     for (family, opening, closing), (low_open, low_close) in zip(
         _BLOCKS, _BLOCKS_LOWER, strict=True
     ):

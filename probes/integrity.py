@@ -158,9 +158,7 @@ def check_response_start(text: str, locale: str) -> Outcome:
     leak = reasoning_leak(text)
     if leak is not None:
         return _out(OutcomeStatus.FAIL, "reasoning_leak", locale, leak.evidence())
-    kind = (
-        invisible_start(text) or leak_start(s) or _start_defect(s, spec) or fragment_start(s, spec)
-    )
+    kind = _stray_kind(text, s, spec)
     ev = {"start": excerpt(s, 40)}
     if kind:
         return _out(OutcomeStatus.FAIL, "stray_start", locale, {**ev, "kind": kind})
@@ -446,12 +444,20 @@ def _out(
     )
 
 
+def _stray_kind(text: str, s: str, spec: LocaleSpec) -> str | None:
+    """The kind of stray start of `text` (its opening `s`), reasoning aside, or None."""
+    return (
+        invisible_start(text) or leak_start(s) or _start_defect(s, spec) or fragment_start(s, spec)
+    )
+
+
 def stray_start_kind(text: str, locale: str) -> str | None:
     """The kind of stray start of one reply, or None when its start is clean (or empty):
-    the gateway's streaming check, which judges one reply and needs no `Outcome`."""
-    outcome = check_response_start(text, locale)
-    if outcome.status is not OutcomeStatus.FAIL:
+    `check_response_start`'s verdict without its `Outcome` and evidence (the gateway's
+    check, on every reply: building them was half its cost)."""
+    s = opening(text)
+    if not s:
         return None
-    if outcome.reason == "reasoning_leak":
+    if reasoning_leak(text) is not None:
         return "reasoning_leak"
-    return str(outcome.evidence.get("kind") or "stray_start")
+    return _stray_kind(text, s, locale_spec(locale))
