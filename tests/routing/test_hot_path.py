@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
