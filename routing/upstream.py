@@ -249,10 +249,9 @@ class UpstreamCall:
         return info
 
     async def content(self) -> AsyncIterator[str]:
-        """Yield content pieces as they arrive (one per upstream write that carried content:
-        a read stops at the end of an HTTP chunk, as httpx's did, so replies buffered
-        together still reach the start check piece by piece); tool-call deltas are
-        assembled silently.
+        """Yield content pieces as they arrive (one per read: whatever the upstream has sent
+        by then; the start gate decides the same however a reply is cut, a property test
+        of issue 26); tool-call deltas are assembled silently.
 
         Ends normally at `[DONE]`; a stream that ends without it leaves
         `assembler.completion.done` False (a cut). An in-band error chunk ends it too (what
@@ -260,17 +259,15 @@ class UpstreamCall:
         (and `MalformedStream`) as they come.
         """
         assert self._response is not None, "start() first"
-        read = self._response.content.readchunk  # up to the end of one HTTP chunk, as h11
+        stream = self._response.content
         parser = SSEParser(max_line_bytes=self._max_line_bytes)
         assembler = self.assembler
         received = 0
         done = False
         while True:
-            raw, chunk_ended = await self._next(read)
+            raw = await self._next(stream)
             if not raw:
-                if chunk_ended:
-                    continue  # an empty piece at a chunk boundary
-                return
+                return  # the end of the reply
             received += len(raw)
             if done:  # read to the end so the connection goes back to the pool
                 if received > self._max_reply_bytes:
@@ -306,28 +303,31 @@ class UpstreamCall:
             if parser.overlong_lines:
                 raise MalformedStream(f"an SSE line is longer than {self._max_line_bytes} bytes")
 
-    async def _next(self, read: Any) -> tuple[bytes, bool]:
-        """The next piece the upstream wrote, within the first-token or stall cut when one
-        applies; the client library's errors translated into ours."""
+    async def _next(self, stream: aiohttp.StreamReader) -> bytes:
+        """What the upstream sent since the last read (b"" at its end): what is buffered
+        already at once, else the wait for more, within the first-token or stall cut when
+        one applies (bytes already here arrived in time: no timer is set for them); the
+        client library's errors translated into ours."""
         try:
+            buffered = stream.read_nowait()
+            if buffered:
+                return buffered
             if self._first_token_at is None and self.stall_s is None:
-                result: tuple[bytes, bool] = await read()
-                return result
-            return await self._timed(read)
+                return await stream.readany()
+            return await self._timed(stream)
         except (SlowFirstToken, StreamStalled):
             raise
         except Exception as exc:
             _raise_translated(exc, self._scrub)
 
-    async def _timed(self, read: Any) -> tuple[bytes, bool]:
-        """One read within the first-token deadline (before output) or the stall timeout
-        (after output started, before release)."""
+    async def _timed(self, stream: aiohttp.StreamReader) -> bytes:
+        """One wait for bytes within the first-token deadline (before output) or the stall
+        timeout (after output started, before release)."""
         first = self._first_token_at is not None
         cut = asyncio.timeout_at(self._first_token_at) if first else asyncio.timeout(self.stall_s)
         try:
             async with cut:
-                result: tuple[bytes, bool] = await read()
-                return result
+                return await stream.readany()
         except TimeoutError:
             if not cut.expired():  # the client library's own read timeout
                 raise
