@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import secrets
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -113,13 +113,13 @@ class _Loop:
 
 
 def new_operation_id() -> str:
-    return f"op-{uuid.uuid4().hex}"
+    return f"op-{secrets.token_hex(16)}"  # 128 random bits, as a uuid4's hex (a third the cost)
 
 
 def new_request_id() -> str:
     """The gateway's id of one HTTP request (`X-Request-Id`), unlike the operation id never
     chosen by the client, so `canary served --request ID` finds exactly one request."""
-    return f"req-{uuid.uuid4().hex}"
+    return f"req-{secrets.token_hex(16)}"
 
 
 class Router:
