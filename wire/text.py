@@ -86,8 +86,8 @@ class Scrubber:
     def runs(self, text: str) -> list[tuple[int, int]]:
         """The spans `[i, j)` of `text` that are pieces of the secret, left to right, each
         extended as far as it stays one."""
-        if not self._grams or not text:
-            return []
+        if not self._grams or len(text) < len(self._grams[0]):
+            return []  # no piece fits (a provider name, a usage key, a finish reason)
         folded = text.lower()
         if len(folded) != len(text):  # a case mapping changed the length: match exactly
             folded = text
@@ -195,6 +195,5 @@ def upstream_text(value: object, scrub: Scrubber, limit: int = MAX_TEXT_CHARS) -
     else:
         text = _short_repr(value)
     # Cut generously before scrubbing (bounded work), scrub, then cut exactly.
-    text = scrub(text[: limit * 4 + 256])
-    text = text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates -> ?
+    text = valid_unicode(scrub(text[: limit * 4 + 256]))  # lone surrogates -> ?
     return text[:limit]
