@@ -275,23 +275,25 @@ class UpstreamCall:
                 continue
             if received > self._max_reply_bytes:
                 raise MalformedStream(f"reply larger than {self._max_reply_bytes} bytes")
-            failed = False
+            datas: list[str] = []
             for item in parser.feed(raw):
                 if type(item) is not Event:
                     continue  # keep-alive comments (`:`)
                 if item.data == "[DONE]":
                     done = True
                     break
-                try:
-                    chunk = jsonio.loads(item.data)
-                except ValueError:
-                    raise MalformedStream("an SSE data line is not JSON") from None
+                datas.append(item.data)
+            chunks, not_json = jsonio.loads_each(datas)  # up to the first that is not JSON
+            failed = False
+            for chunk in chunks:
                 if not isinstance(chunk, dict):
                     raise MalformedStream("an SSE data line is not an object")
                 assembler.feed(chunk)
                 if assembler.completion.error is not None:
                     failed = True
                     break
+            if not_json is not None and not failed:
+                raise MalformedStream("an SSE data line is not JSON")
             if assembler.raw_content or assembler.completion.tool_calls or failed:
                 self.output_started = True
                 self._first_token_at = None

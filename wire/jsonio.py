@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -126,6 +127,41 @@ def loads(
                 raise WireJSONError(f"nested deeper than {max_depth} levels")
             return value
     return _standard_loads(raw, max_depth=max_depth, strict=strict)
+
+
+def loads_each(
+    docs: Sequence[str], *, max_depth: int = MAX_DEPTH
+) -> tuple[list[Any], Exception | None]:
+    """`loads` of each of `docs` (lenient), in order, up to the first that fails: (the values
+    before it, its `WireJSONError` or None). The SSE chunks of one read: the screen for
+    integers orjson would round is one pass over all of them (a run of digits that spans
+    two documents only sends them the slower way), and each is given to orjson as it is."""
+    values: list[Any] = []
+    shape = "".join(docs).encode("utf-8", "surrogatepass").translate(_SHAPE)
+    if _LONG_RUN in shape:
+        for doc in docs:
+            try:
+                values.append(loads(doc, max_depth=max_depth))
+            except WireJSONError as exc:
+                return values, exc
+        return values, None
+    for doc in docs:
+        try:
+            value = orjson.loads(doc)
+        except orjson.JSONDecodeError:
+            try:
+                value = _standard_loads(doc, max_depth=max_depth, strict=False)
+            except WireJSONError as exc:
+                return values, exc
+        else:  # a document nested deeper than max_depth has more brackets than that
+            if (
+                len(doc) > max_depth
+                and doc.count("[") + doc.count("{") > max_depth
+                and depth_exceeds(value, max_depth)
+            ):
+                return values, WireJSONError(f"nested deeper than {max_depth} levels")
+        values.append(value)
+    return values, None
 
 
 def _standard_loads(raw: bytes | bytearray | str, *, max_depth: int, strict: bool) -> Any:

@@ -336,3 +336,55 @@ def test_r10_stream_scrubber_finds_a_key_split_across_pieces(
     if not fragments(plain):
         released = "".join(clean.feed(plain[a:b]) for a, b in itertools.pairwise(bounds))
         assert valid_unicode(released + clean.flush()) == valid_unicode(plain)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(_JSON_VALUES, max_size=6),
+    ascii_only=st.booleans(),
+    broken=st.lists(
+        st.tuples(
+            st.integers(0, 5),
+            st.integers(0, 400),
+            st.sampled_from(
+                [
+                    "[",
+                    "{",
+                    "]",
+                    ",",
+                    "9" * 19,
+                    "\\ud800",
+                    "\ud800",
+                    "NaN",
+                    "\ufeff",
+                    "1e999",
+                    "deep",
+                ]
+            ),
+        ),
+        max_size=3,
+    ),
+)
+def test_issue26_loads_each_decodes_as_loads_does_one_by_one(
+    values: list[Any], ascii_only: bool, broken: list[tuple[int, int, str]]
+) -> None:
+    """The batch of one read decodes exactly as `loads` of each document in turn: the same
+    values up to the first document `loads` refuses, then that refusal."""
+    docs = [json.dumps(v, ensure_ascii=ascii_only) for v in values]
+    for at, cut, insert in broken:
+        if at < len(docs) and insert == "deep":  # valid JSON nested past MAX_DEPTH
+            docs[at] = "[" * (jsonio.MAX_DEPTH + 6) + "]" * (jsonio.MAX_DEPTH + 6)
+        elif at < len(docs):
+            doc = docs[at]
+            docs[at] = doc[: min(cut, len(doc))] + insert + doc[min(cut, len(doc)) :]
+    expected: list[Any] = []
+    refused = False
+    for doc in docs:
+        try:
+            expected.append(jsonio.loads(doc))
+        except jsonio.WireJSONError:
+            refused = True
+            break
+    got, error = jsonio.loads_each(docs)
+    assert (error is not None) == refused and isinstance(error, jsonio.WireJSONError | None)
+    assert len(got) == len(expected) and all(map(_same, got, expected)), (docs, got, expected)
