@@ -37,7 +37,8 @@ install it. Nothing is installed into the project's venv:
     taken back each: `gw-no-events` (no ledger events), `gw-h11-asyncio` (uvicorn's h11 parser
     on asyncio's loop instead of httptools on uvloop), `gw-starlette` (the chat endpoint behind
     Starlette's middleware and router instead of the plain ASGI one), `gw-two-sends` (a reply's
-    head and body in two sends instead of one)
+    head and body in two sends instead of one), `gw-outcomes-now` (an answer's verdict,
+    metrics and events before its reply instead of after it has left)
 
     .venv/bin/python bench/bench_peers.py [--requests 600] [--repeats 2] [--levers]
                                           [--no-peers] [--baseline DIR]
@@ -172,6 +173,10 @@ elif lever == "starlette":
     gateway.create_app = lambda router, config: _create(router, config).starlette
 elif lever == "two-sends":
     serving.CoalescingTransport = lambda transport, loop: transport
+elif lever == "outcomes-now":
+    import routing.router as router
+    _admit = router.Router.admit
+    router.Router.admit = lambda self, *a, after_reply=False, **k: _admit(self, *a, **k)
 sys.argv = ["canary", *sys.argv[2:]]
 from canary.cli import main
 main()
@@ -639,6 +644,7 @@ def main() -> None:
                 ("gw-h11-asyncio", [py, "-c", LEVER_LAUNCHER, "h11-asyncio", *gw_args]),
                 ("gw-starlette", [py, "-c", LEVER_LAUNCHER, "starlette", *gw_args]),
                 ("gw-two-sends", [py, "-c", LEVER_LAUNCHER, "two-sends", *gw_args]),
+                ("gw-outcomes-now", [py, "-c", LEVER_LAUNCHER, "outcomes-now", *gw_args]),
             ):
                 p, url, log = start(launch, genv, pattern=r"at (http://[\d.:]+/v1)")
                 procs.append(p)
