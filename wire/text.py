@@ -29,7 +29,7 @@ MAX_TEXT_CHARS = 500  # an error message or metadata value kept from upstream
 class Scrubber:
     """Removes one secret, its case variants and its 8+ character fragments from text."""
 
-    __slots__ = ("_grams", "_secret", "_starts")
+    __slots__ = ("_gram_set", "_grams", "_secret", "_starts")
 
     def __init__(self, secret: str | None) -> None:
         self._secret = (secret or "").lower()
@@ -38,6 +38,7 @@ class Scrubber:
         self._grams: tuple[str, ...] = (
             tuple(dict.fromkeys(s[i : i + n] for i in range(len(s) - n + 1))) if s else ()
         )
+        self._gram_set = frozenset(self._grams)
         # what a text may end with that a following text could complete into a gram
         self._starts = frozenset(g[:m] for g in self._grams for m in range(1, len(g)))
 
@@ -91,9 +92,14 @@ class Scrubber:
         folded = text.lower()
         if len(folded) != len(text):  # a case mapping changed the length: match exactly
             folded = text
-        if not any(g in folded for g in self._grams):  # the common case, at C speed
-            return []
         n = len(self._grams[0])
+        windows = len(folded) - n + 1
+        if windows * 3 < len(self._grams):  # a short text: its windows looked up (a usage
+            # key or a provider name has a few; an OpenRouter key has 66 grams to search for)
+            if self._gram_set.isdisjoint([folded[i : i + n] for i in range(windows)]):
+                return []
+        elif not any(g in folded for g in self._grams):  # the common case, at C speed
+            return []
         spans: list[tuple[int, int]] = []
         i = 0
         while i <= len(folded) - n:

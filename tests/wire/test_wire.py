@@ -105,6 +105,26 @@ def test_r10_property_random_envelopes_never_yield_a_key_fragment(
     assert info is not None and fragments(info.model_dump_json()) == []
 
 
+_RANDOM_KEY = "sk-or-v1-5f0c9e1b7a3d4c2e8f6a0b1c9d7e5f3a2b4c6d8e0f1a3b5c7d9e2f4a6b8c0d1e3f"
+
+
+@given(
+    before=st.text(max_size=6), after=st.text(max_size=6), start=st.integers(0, 64),
+    length=st.integers(0, 12), upper=st.booleans(),
+)  # fmt: skip
+def test_r10_a_short_text_is_scrubbed_by_its_windows_as_a_long_one_by_the_grams(
+    before: str, after: str, start: int, length: int, upper: bool
+) -> None:
+    """Short texts (a usage key, a provider name) are looked up window by window against a
+    key of 66 distinct grams: a fragment of 8 or more is removed, anything shorter kept."""
+    piece = _RANDOM_KEY[start : start + length]
+    text = before + (piece.upper() if upper else piece) + after
+    out = Scrubber(_RANDOM_KEY)(text)
+    assert fragments(out, _RANDOM_KEY) == []
+    if fragments(text, _RANDOM_KEY) == []:
+        assert out == text
+
+
 # ---- bounded JSON -------------------------------------------------------------------------
 
 
