@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from probes.decode import StreamRecorder, parse_endpoints
 from probes.language import check_language
@@ -34,21 +32,6 @@ def test_c3_sse_comments_and_events() -> None:
     items = p.feed(b': OPENROUTER PROCESSING\n\ndata: {"a":1}\r\n\r\ndata: [DONE]\n\n')
     assert items == [Comment("OPENROUTER PROCESSING"), Event('{"a":1}'), Event("[DONE]")]
     assert p.malformed_lines == 0 and not p.pending
-
-
-@given(st.lists(st.integers(min_value=1, max_value=7), min_size=1, max_size=40))
-def test_c3_sse_split_anywhere_same_events(cuts: list[int]) -> None:
-    """C3: the parser yields the same events however the bytes are chunked (BOM included)."""
-    raw = '\ufeff: ping\n\ndata: {"x":"é日"}\n\nid: 3\nevent: m\ndata: a\ndata: b\n\ndata: [DONE]\n\n'.encode()
-    whole = SSEParser(max_line_bytes=1_000_000).feed(raw)
-    p = SSEParser(max_line_bytes=1_000_000)
-    got: list[Comment | Event] = []
-    pos = 0
-    for cut in cuts:
-        got += p.feed(raw[pos : pos + cut])
-        pos += cut
-    got += p.feed(raw[pos:])
-    assert got == whole == [Comment("ping"), Event('{"x":"é日"}'), Event("a\nb"), Event("[DONE]")]
 
 
 def test_c3_sse_malformed_counted_not_raised() -> None:

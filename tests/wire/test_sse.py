@@ -56,6 +56,25 @@ def reference(raw: bytes) -> tuple[list[Comment | Event], int, bool]:
     return items, malformed, bool(rest) or bool(data)
 
 
+def fed_in_cuts(parser: SSEParser, raw: bytes, cuts: list[int]) -> list[Comment | Event]:
+    """What `parser` makes of `raw` fed in pieces of the lengths `cuts`, then the rest."""
+    got: list[Comment | Event] = []
+    pos = 0
+    for cut in cuts:
+        got += parser.feed(raw[pos : pos + cut])
+        pos += cut
+    return got + parser.feed(raw[pos:])
+
+
+@given(st.lists(st.integers(min_value=1, max_value=7), min_size=1, max_size=40))
+def test_c3_sse_split_anywhere_same_events(cuts: list[int]) -> None:
+    """C3: the parser yields the same events however the bytes are chunked (BOM included)."""
+    raw = '\ufeff: ping\n\ndata: {"x":"é日"}\n\nid: 3\nevent: m\ndata: a\ndata: b\n\ndata: [DONE]\n\n'.encode()
+    whole = SSEParser(max_line_bytes=1_000_000).feed(raw)
+    got = fed_in_cuts(SSEParser(max_line_bytes=1_000_000), raw, cuts)
+    assert got == whole == [Comment("ping"), Event('{"x":"é日"}'), Event("a\nb"), Event("[DONE]")]
+
+
 _STREAMS = st.lists(
     st.tuples(
         st.sampled_from(_PIECES), st.sampled_from(["\n", "\r\n", "\n\n", "\r\n\r\n", "\n\n\n"])
@@ -72,12 +91,7 @@ def test_issue26_the_fast_path_reads_as_the_lines_do(
     raw = (b"\xef\xbb\xbf" if bom else b"") + text.encode() + (b"data: half" if unfinished else b"")
     expected, malformed, pending = reference(raw)
     parser = SSEParser(max_line_bytes=1_000_000)
-    got: list[Comment | Event] = []
-    pos = 0
-    for cut in cuts:
-        got += parser.feed(raw[pos : pos + cut])
-        pos += cut
-    got += parser.feed(raw[pos:])
+    got = fed_in_cuts(parser, raw, cuts)
     assert got == expected
     assert parser.malformed_lines == malformed
     assert parser.pending == pending
