@@ -20,12 +20,12 @@ class HealthBook:
 
     def at(self, now: float) -> dict[str, RouteHealth]:
         """Success EWMA decayed back towards 1.0 by the time since its last update."""
-        out = {}
-        for route_id, h in self.health.items():
-            age = max(0.0, now - self._at.get(route_id, now))
-            rate = 1.0 - (1.0 - h.success_rate) * 0.5 ** (age / self.half_life_s)
-            out[route_id] = RouteHealth(success_rate=rate, latency_ms=h.latency_ms)
-        return out
+        return {key: self._decayed(key, h, now) for key, h in self.health.items()}
+
+    def _decayed(self, key: str, h: RouteHealth, now: float) -> RouteHealth:
+        age = max(0.0, now - self._at.get(key, now))
+        rate = 1.0 - (1.0 - h.success_rate) * 0.5 ** (age / self.half_life_s)
+        return RouteHealth(success_rate=rate, latency_ms=h.latency_ms)
 
     def update(self, route: Route, *, ok: bool, latency_s: float, now: float) -> None:
         """EWMAs (weight 0.2) of success and latency; latency starts from the route's prior."""
@@ -36,7 +36,8 @@ class HealthBook:
     ) -> None:
         """`update` for any key: a route's id, or one provider of it
         (`routing.providers.provider_key`), whose latency starts from `prior_ms`."""
-        h = self.at(now).get(key, RouteHealth())
+        last = self.health.get(key)
+        h = RouteHealth() if last is None else self._decayed(key, last, now)  # this key's only
         self._at[key] = now
         prior = prior_ms if h.latency_ms is None else h.latency_ms
         self.health[key] = RouteHealth(

@@ -114,8 +114,9 @@ class StreamAssembler:
                 if piece and isinstance(piece, str):
                     self._pending.append(piece)
                     self.raw_content = True
-                if isinstance(delta.get("tool_calls"), list):
-                    self._tool_deltas(delta["tool_calls"])
+                calls = delta.get("tool_calls")
+                if calls and isinstance(calls, list):
+                    self._tool_deltas(calls)
             finish = choice.get("finish_reason")
             if finish:
                 c.finish_reason = upstream_text(finish, self.scrub, 64)
