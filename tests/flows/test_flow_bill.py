@@ -200,7 +200,9 @@ async def test_c13_a_budget_below_the_forecast_degrades_then_freezes_and_alerts(
     before = await aload_state(model)
     monkeypatch.setenv("CANARY_DAILY_BUDGET_USD", f"{bill['spent_usd'] * 0.9:.6f}")
     canary_env.clear_requests()
-    run = await canary_round(model=model, mode="enforce", at=t0 + 2 * HALF_HOUR, return_state=True)
+    run = await canary_round(
+        model=model, mode="enforce", at=t0 + 2 * HALF_HOUR, allow_future=True, return_state=True
+    )  # like `_round`: 01:00 today is ahead of the wall clock in the first half-hour UTC
     assert run.is_completed() and run.name == "Completed with warnings", run
     assert "round frozen (budget)" in (run.message or "")
     third = await run.aresult()
