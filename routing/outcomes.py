@@ -139,8 +139,15 @@ class Outcomes:
         route: Route | None,
         comp: Completion | None,
     ) -> None:
-        now = self.clock()  # the request ends now, whenever its record is written
-        req.later(lambda: self._publish(request_record(req, outcome, reason, route, comp, now=now)))
+        self._publish(request_record(req, outcome, reason, route, comp, now=self.clock()))
+
+    def answered(self, req: RequestState, route: Route, comp: Completion) -> None:
+        """`request` of an accepted answer, once its reply has left (`RequestState.later`);
+        the request ends now, whenever its record is written."""
+        now = self.clock()
+        req.later(
+            lambda: self._publish(request_record(req, "accepted", None, route, comp, now=now))
+        )
 
     def stream_finisher(
         self, req: RequestState, res: AttemptResult, completion: Completion

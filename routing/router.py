@@ -247,10 +247,9 @@ class Router:
             self.outcomes.request(
                 req, exc.failure_class.value, exc.reason or exc.message[:120], None, None
             )
-            req.run_after_reply()  # a refusal's bookkeeping does not wait for its reply
             raise
         if result.rest is None:
-            self.outcomes.request(req, "accepted", None, result.route, result.completion)
+            self.outcomes.answered(req, result.route, result.completion)
         else:
             assert result.attempt is not None
             result.finish = self.outcomes.stream_finisher(req, result.attempt, result.completion)
