@@ -28,7 +28,7 @@ from pathlib import Path
 from ftfy.badness import is_bad
 
 from ground.settings import ProbeConfig
-from probes.artefacts import bpe_markers, literal_escapes, reasoning_leak
+from probes.artefacts import Finding, bpe_markers, literal_escapes, reasoning_leak
 from probes.locale_spec import LocaleSpec, locale_spec
 from probes.start_fragments import (
     fragment_rules_settled,
@@ -151,18 +151,31 @@ def check_response_start(text: str, locale: str) -> Outcome:
     first characters are the evidence), `stray_start` when the reply opens with stray
     punctuation, a token fragment, a template leak, invisible bytes or broken emphasis
     (probes/start_fragments.py)."""
-    spec = locale_spec(locale)
-    s = opening(text)
+    s, found = _start_finding(text, locale)
     if not s:
         return _out(OutcomeStatus.INCONCLUSIVE, "empty", locale, {})
+    if isinstance(found, Finding):
+        return _out(OutcomeStatus.FAIL, "reasoning_leak", locale, found.evidence())
+    ev = {"start": excerpt(s, 40)}
+    if found:
+        return _out(OutcomeStatus.FAIL, "stray_start", locale, {**ev, "kind": found})
+    return _out(OutcomeStatus.PASS, "ok", locale, ev)
+
+
+def _start_finding(text: str, locale: str) -> tuple[str, Finding | str | None]:
+    """The reply's opening and what is wrong with it: the reasoning found in the content,
+    the kind of stray start, or None (clean, or an empty opening)."""
+    s = opening(text)
+    if not s:
+        return s, None
     leak = reasoning_leak(text)
     if leak is not None:
-        return _out(OutcomeStatus.FAIL, "reasoning_leak", locale, leak.evidence())
-    kind = _stray_kind(text, s, spec)
-    ev = {"start": excerpt(s, 40)}
-    if kind:
-        return _out(OutcomeStatus.FAIL, "stray_start", locale, {**ev, "kind": kind})
-    return _out(OutcomeStatus.PASS, "ok", locale, ev)
+        return s, leak
+    spec = locale_spec(locale)
+    kind = (
+        invisible_start(text) or leak_start(s) or _start_defect(s, spec) or fragment_start(s, spec)
+    )
+    return s, kind or None
 
 
 # ---- repetition ------------------------------------------------------------------------------
@@ -444,20 +457,9 @@ def _out(
     )
 
 
-def _stray_kind(text: str, s: str, spec: LocaleSpec) -> str | None:
-    """The kind of stray start of `text` (its opening `s`), reasoning aside, or None."""
-    return (
-        invisible_start(text) or leak_start(s) or _start_defect(s, spec) or fragment_start(s, spec)
-    )
-
-
 def stray_start_kind(text: str, locale: str) -> str | None:
     """The kind of stray start of one reply, or None when its start is clean (or empty):
     `check_response_start`'s verdict without its `Outcome` and evidence (the gateway's
     check, on every reply: building them was half its cost)."""
-    s = opening(text)
-    if not s:
-        return None
-    if reasoning_leak(text) is not None:
-        return "reasoning_leak"
-    return _stray_kind(text, s, locale_spec(locale))
+    _, found = _start_finding(text, locale)
+    return "reasoning_leak" if isinstance(found, Finding) else found
