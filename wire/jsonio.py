@@ -116,17 +116,9 @@ def loads(
     """Decode `raw`. Bytes: a leading UTF-8 BOM is dropped and invalid UTF-8 replaced (refused
     when `strict`). A str is decoded as it is (a BOM inside an SSE data line is malformed)."""
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    shape = data.translate(_SHAPE)
-    if _LONG_RUN not in shape:
-        try:
-            value = orjson.loads(data)  # its bytes: orjson reads them faster than a str
-        except orjson.JSONDecodeError:
-            pass  # the standard decoder says what is wrong, or accepts what JSON does not
-        else:
-            if shape.count(b"[") > max_depth and depth_exceeds(value, max_depth):
-                raise WireJSONError(f"nested deeper than {max_depth} levels")
-            return value
-    return _standard_loads(raw, max_depth=max_depth, strict=strict)
+    if _LONG_RUN in data.translate(_SHAPE):
+        return _standard_loads(raw, max_depth=max_depth, strict=strict)
+    return _screened(raw, max_depth=max_depth, strict=strict)
 
 
 def loads_each(
@@ -135,33 +127,37 @@ def loads_each(
     """`loads` of each of `docs` (lenient), in order, up to the first that fails: (the values
     before it, its `WireJSONError` or None). The SSE chunks of one read: the screen for
     integers orjson would round is one pass over all of them (a run of digits that spans
-    two documents only sends them the slower way), and each is given to orjson as it is."""
+    two documents only sends them the slower way)."""
+    screened = _LONG_RUN not in "".join(docs).encode("utf-8", "surrogatepass").translate(_SHAPE)
     values: list[Any] = []
-    shape = "".join(docs).encode("utf-8", "surrogatepass").translate(_SHAPE)
-    if _LONG_RUN in shape:
-        for doc in docs:
-            try:
-                values.append(loads(doc, max_depth=max_depth))
-            except WireJSONError as exc:
-                return values, exc
-        return values, None
     for doc in docs:
         try:
-            value = orjson.loads(doc)
-        except orjson.JSONDecodeError:
-            try:
-                value = _standard_loads(doc, max_depth=max_depth, strict=False)
-            except WireJSONError as exc:
-                return values, exc
-        else:  # a document nested deeper than max_depth has more brackets than that
-            if (
-                len(doc) > max_depth
-                and doc.count("[") + doc.count("{") > max_depth
-                and depth_exceeds(value, max_depth)
-            ):
-                return values, WireJSONError(f"nested deeper than {max_depth} levels")
-        values.append(value)
+            if screened:
+                values.append(_screened(doc, max_depth=max_depth, strict=False))
+            else:
+                values.append(loads(doc, max_depth=max_depth))
+        except WireJSONError as exc:
+            return values, exc
     return values, None
+
+
+def _screened(raw: bytes | bytearray | str, *, max_depth: int, strict: bool) -> Any:
+    """`loads` of a document with no run of 19 digits: orjson first, the standard decoder for
+    what orjson refuses (it says what is wrong, or accepts what JSON does not)."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _standard_loads(raw, max_depth=max_depth, strict=strict)
+    # a document nested deeper than max_depth has more brackets than that (and is longer)
+    if len(raw) > max_depth and _brackets(raw) > max_depth and depth_exceeds(value, max_depth):
+        raise WireJSONError(f"nested deeper than {max_depth} levels")
+    return value
+
+
+def _brackets(raw: bytes | bytearray | str) -> int:
+    if isinstance(raw, str):
+        return raw.count("[") + raw.count("{")
+    return raw.count(b"[") + raw.count(b"{")
 
 
 def _standard_loads(raw: bytes | bytearray | str, *, max_depth: int, strict: bool) -> Any:
