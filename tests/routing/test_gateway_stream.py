@@ -25,6 +25,7 @@ from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
     ServedApp,
     chat_body,
+    ledger_rows,
     make_router,
     routing_catalog,
     routing_scenario,
@@ -138,13 +139,12 @@ async def test_r7_released_stream_passes_the_contract_checks_at_its_end(
     assert _finish(chunks) == "error"
     assert chunks[-1]["error"]["metadata"]["error_type"] == "invalid_response"
     await router.events.aflush()  # type: ignore[union-attr]
-    with sqlite3.connect(ledger_url.removeprefix("sqlite:///")) as db:
-        assert db.execute("select outcome, reason from routing_requests").fetchall() == [
-            ("invalid_response", "output_too_short")
-        ]
-        assert db.execute("select validation from routing_attempts").fetchall() == [
-            ("output_too_short",)
-        ]
+    assert ledger_rows(ledger_url, "select outcome, reason from routing_requests") == [
+        ("invalid_response", "output_too_short")
+    ]
+    assert ledger_rows(ledger_url, "select validation from routing_attempts") == [
+        ("output_too_short",)
+    ]
 
 
 async def _chunks() -> AsyncIterator[bytes]:
@@ -176,11 +176,6 @@ async def test_r2_oversized_body_gets_413_in_the_openai_error_shape(fleet: Fleet
         assert err["type"] == "permanent_request" and err["reason"] == "body_too_large"
     assert ok.status_code == 200
     assert len(fleet.requests()) == 1
-
-
-def _ledger(ledger_url: str, query: str) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(ledger_url.removeprefix("sqlite:///")) as db:
-        return db.execute(query).fetchall()
 
 
 def _frames(sent: list[bytes]) -> list[dict[str, Any]]:
@@ -233,8 +228,8 @@ async def test_r7_the_relay_sends_the_checked_head_then_the_rest_and_judges_the_
     assert text == result.completion.content and len(text) > len(result.head)
     assert _finish(frames) == "stop" and sent[-1] == b"data: [DONE]\n\n"
     await router.events.aflush()  # type: ignore[union-attr]
-    assert _ledger(ledger_url, "select outcome from routing_requests") == [("accepted",)]
-    assert _ledger(ledger_url, "select validation from routing_attempts") == [("accepted",)]
+    assert ledger_rows(ledger_url, "select outcome from routing_requests") == [("accepted",)]
+    assert ledger_rows(ledger_url, "select validation from routing_attempts") == [("accepted",)]
 
 
 async def test_r9_client_gone_mid_stream_records_a_cancelled_request_once(
@@ -249,8 +244,8 @@ async def test_r9_client_gone_mid_stream_records_a_cancelled_request_once(
     bodies = await _respond(RelayResponse(result, relay(result, router, req)), send_ok=2)
     assert _frames(bodies)[0]["choices"][0]["delta"]["content"] == result.head
     await router.events.aflush()  # type: ignore[union-attr]
-    assert _ledger(ledger_url, "select outcome from routing_requests") == [("cancelled",)]
-    assert _ledger(ledger_url, "select cancelled from routing_attempts") == [(1,)]
+    assert ledger_rows(ledger_url, "select outcome from routing_requests") == [("cancelled",)]
+    assert ledger_rows(ledger_url, "select cancelled from routing_attempts") == [(1,)]
     assert router.health.at(time.monotonic()) == {}  # a client's going is no verdict on alpha
 
 
@@ -279,5 +274,5 @@ async def test_r9_client_gone_before_the_first_byte_still_finishes_the_stream(
     assert inspect.getasyncgenstate(stream) == inspect.AGEN_CREATED  # the relay never ran
     assert board.admit("alpha", time.monotonic())  # the probe slot came back
     await router.events.aflush()  # type: ignore[union-attr]
-    outcomes = _ledger(ledger_url, "select outcome from routing_requests order by id")
+    outcomes = ledger_rows(ledger_url, "select outcome from routing_requests order by id")
     assert outcomes == [("accepted",), ("cancelled",)]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import sqlite3
 import time
 from typing import Any
 
@@ -32,7 +31,13 @@ from routing.start_gate import Decide, GatePhase, StartGate
 from tests.data.start_variants import text_led
 from tests.data.variants import load_clean
 from tests.fixtures.fleet import FleetHandle
-from tests.fixtures.routing import ServedApp, chat_body, make_router, routing_scenario
+from tests.fixtures.routing import (
+    ServedApp,
+    chat_body,
+    ledger_rows,
+    make_router,
+    routing_scenario,
+)
 from tests.probes.test_start_decision import WINDOW, bank_and_defects, window_check
 from wire.text import Scrubber, StreamScrubber
 
@@ -184,10 +189,7 @@ async def test_issue26_a_start_that_breaks_inside_the_window_after_release_sends
     assert last["choices"][0]["finish_reason"] == "error"
     assert last["error"]["metadata"]["error_type"] == "invalid_response"
     await router.events.aflush()  # type: ignore[union-attr]
-    with sqlite3.connect(ledger_url.removeprefix("sqlite:///")) as db:
-        assert db.execute("select outcome, reason from routing_requests").fetchall() == [
-            ("invalid_response", "stray_start")
-        ]
-        assert db.execute("select validation from routing_attempts").fetchall() == [
-            ("stray_start",)
-        ]
+    assert ledger_rows(ledger_url, "select outcome, reason from routing_requests") == [
+        ("invalid_response", "stray_start")
+    ]
+    assert ledger_rows(ledger_url, "select validation from routing_attempts") == [("stray_start",)]
