@@ -133,7 +133,7 @@ class StartPrefixDefect(_Trigger):
     it, a defect form no rule names when one endpoint has it."""
 
     kind: Literal["start_prefix"]
-    prefix: str = Field(default='"', min_length=1, max_length=16)
+    prefix: str = Field(default='"', min_length=1, max_length=128)
 
 
 class FirstTokenDropDefect(_Trigger):

@@ -300,6 +300,14 @@ class RoutingConfig(BaseModel):
         gt=0,
         description="R13: no byte for this long after the stream started, before release: cut.",
     )
+    start_hold_s: float = Field(
+        default=5.0,
+        gt=0,
+        description=(
+            "R14: a streamed reply's start not settled this long after its first content"
+            " (the start check holds it until then): a slow first token."
+        ),
+    )
     latency_window: int = Field(
         default=64, ge=1, description="R13: outcomes kept per workload, route and provider."
     )

@@ -2,6 +2,8 @@
 
     reasoning_leak(text)   reasoning in the content (SPEC C11): a think block, a harmony
                            analysis channel, an opening never closed or a closing never opened
+    reasoning_may_open(text)  the reply's first characters may still become a tag or channel
+                           that opens it (a streamed prefix: probes/start_decision.py)
     bpe_markers(text)      byte-level BPE markers where spaces and newlines belong (C9)
     literal_escapes(text)  escape sequences written out where text belongs, or a reply
                            JSON-encoded twice (C9)
@@ -21,6 +23,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+
+from probes.textutil import may_still_match, prefix_rx
 
 SCAN_CHARS = 20_000  # characters of a reply the detectors read
 EXCERPT_CHARS = 60
@@ -98,6 +102,27 @@ def reasoning_leak(text: str) -> Finding | None:
     if m:
         return Finding("channel", m.group(0), _excerpt_from(body, m.start()))
     return None
+
+
+# What a reply's first characters may still become: any tag above (lower-cased, as they
+# are compared), a harmony channel, or the stripped channel's opening word.
+_TAG_AT_START = prefix_rx(
+    re.compile("|".join(re.escape(t) for pair in _BLOCKS_LOWER for t in pair))
+)
+_CHANNEL_AT_START = prefix_rx(_CHANNEL)
+_STRIPPED_AT_START = prefix_rx(_STRIPPED_CHANNEL)
+
+
+def reasoning_may_open(text: str) -> bool:
+    """True when the reply's first characters (blanks apart) are the beginning of a think
+    tag, a harmony channel or `analysis…` that `reasoning_leak` would find opening the reply
+    once more text came. A tag later in a reply can be known only when it comes."""
+    body = _LEADING.sub("", text[:SCAN_CHARS], count=1)
+    return (
+        may_still_match(_TAG_AT_START, body.lower())
+        or may_still_match(_CHANNEL_AT_START, body)
+        or may_still_match(_STRIPPED_AT_START, body)
+    )
 
 
 # ---- byte-level BPE markers (C9) -----------------------------------------------------------

@@ -41,6 +41,8 @@ from probes.textutil import (
     REPLACEMENT,
     SURROGATE,
     excerpt,
+    may_still_match,
+    prefix_rx,
     prepare,
     script_counts,
     script_of,
@@ -115,28 +117,31 @@ def opening(text: str) -> str:
     return _lstrip_invisible(prepare(text)[:START_CHARS])
 
 
-# First characters `_start_defect` reads past: a token (`<`, `[`), an ellipsis (`.`), a hyphen
-# glued to a marker (`-`), a single quote before Markdown (`‘’`: not stripped before the word).
-_READS_ON = frozenset("<[.-‘’")
-_QUOTES_BEFORE_MARKER = frozenset("\"'“«„")
+# `_start_defect`'s anchored rules as the `regex` module reads them: what a prefix may
+# still become (a token, a quote before Markdown that may still be quoted emphasis, a hyphen
+# glued to a marker).
+_TOKEN_PREFIX = prefix_rx(_TOKEN_START)
+_QUOTE_MARKER_PREFIX = prefix_rx(_QUOTE_MARKER)
+_QUOTED_EMPHASIS_PREFIX = prefix_rx(_QUOTED_EMPHASIS)
+_DASH_PREFIX = prefix_rx(_DASH_MARKER)
 _GLUED_OPENERS = frozenset('*"“«„「『《')  # `_GLUED`'s second group
 
 
 def start_rules_settled(s: str, spec: LocaleSpec) -> bool:
-    """True when every rule of `check_response_start` but the two that read the whole window
-    (reasoning markers anywhere in it, the first line's emphasis balance) says of any text
-    that begins with the opening `s` what it says of `s`: the decision the gateway may act on
-    before the window is complete (probes/start_decision.py). `invisible_start` reads only
-    up to the first visible character, which `s` has."""
-    first = s[0]
-    if first in _READS_ON:
+    """True when every rule of `check_response_start` but the emphasis balance
+    (`start_fragments.emphasis_settled`) and the reasoning markers (`artefacts`) says of any
+    text that begins with the opening `s` what it says of `s`: the decision the gateway may
+    act on (probes/start_decision.py). An anchored rule that may still match is not settled
+    (`may_still_match`: an ellipsis being written, `<|im_…`, `"**Run!…` that may close as
+    quoted emphasis, `-` before its next character); the rules on the first word read it to
+    its end and the character after it. `invisible_start` reads only up to the first
+    visible character, which `s` has."""
+    if s[0] == "." and len(s) < len(_ELLIPSIS[0]) and _ELLIPSIS[0].startswith(s):
         return False
-    if first in _QUOTES_BEFORE_MARKER:
-        after = len(s) - len(s[1:].lstrip())  # `_QUOTE_MARKER`: a quote, blanks, a marker
-        if after >= len(s):
-            return False
-        if s[after] in "*_#" and not _QUOTED_EMPHASIS.match(s):
-            return False  # quoted emphasis may still close: "**Run!**"
+    if any(may_still_match(rx, s) for rx in (_TOKEN_PREFIX, _QUOTE_MARKER_PREFIX, _DASH_PREFIX)):
+        return False
+    if _QUOTE_MARKER.match(s) and may_still_match(_QUOTED_EMPHASIS_PREFIX, s):
+        return False
     word = _FIRST_WORD.match(s)
     if word is not None:  # `_GLUED`: the first word, an opening `*` or quote, then text
         if word.end() >= len(s):

@@ -1,25 +1,30 @@
-"""The gateway's streaming start check as a decision over the prefix seen so far (issue 26). Pure.
+"""The gateway's streaming start check as a decision over the prefix seen so far. Pure.
 
-    decide_start(prefix, locale, window_chars, complete=False) -> StartVerdict
+    decide_start(prefix, locale, complete=False) -> StartVerdict
 
-The gateway holds a stream's first `window_chars` characters (the contract's
-`start_check_chars`, 24: the *window*) and judges them with `stray_start_kind`. Most of its
-rules read only the first character, the first word and the character after it
-(`integrity.start_rules_settled`): once those have arrived and pass, no text that follows can
-make them fail, so the decision answers PASS before the window is complete (`final` False)
-and the gateway releases what it holds. Most clean replies are decided after their first word
-and the character that follows it (`*She ` of `*She smiles.*`).
+One decision for the canary and the gateway (issue 31): the start verdict of a reply is
+`stray_start_kind` of the *whole* reply, as the canary's `check_response_start` and the
+gateway's acceptance judge it. Over a prefix of a stream the decision is PASS or FAIL only
+once no text that may follow can change that verdict (*settled*), and NEED_MORE until then;
+so a final verdict never changes as more text arrives, and the gateway releases a stream
+only when the check of the whole reply passes its start (a property test over every cutting
+of the reply bank and every stray form).
 
-Two rules read the whole window: reasoning markers anywhere in it (probes/artefacts.py) and
-the first line's emphasis balance (a dialogue opened, or the paragraph ended, while the
-opening `*` is still open). Their kinds (`WINDOW_KINDS`) are the only ones the window may
-still find after an early PASS: the gateway holds whatever arrives after an early release
-until the window is complete and judges it then with the same check (routing/start_gate.py),
-so that evidence never reaches a client either; the start verdict of every stream is the one
-the 24-character check gives it.
+Settled means each rule has what it reads (`integrity.start_rules_settled`): the first
+character and word, a token or role label or quote that may still complete
+(`textutil.may_still_match`), the emphasis the reply opens with until it closes, shows a
+defect, or its first line is fixed (`start_fragments.emphasis_settled`), and no think tag
+that may still open the reply (`artefacts.reasoning_may_open`); a reasoning finding in the
+prefix is final at once (no text that follows removes it). What the rules read is bounded:
+the opening (`integrity.START_CHARS`, 600 characters), so a prefix that long is settled
+whatever it holds (`HOLD_CHARS`). Most clean replies settle at their first word and the
+character after it; one that opens with emphasis settles when the emphasis closes
+(`*She wipes the counter.*`).
 
-NEED_MORE until then; PASS or FAIL with `final` True once the window is complete (or the reply
-ended: `complete`, judged as the acceptance pipeline judges a whole reply, stripped).
+The one rule no prefix settles: reasoning markers anywhere in the first 20,000 characters
+(C11: a closing `</think>` after reasoning streamed as text). The gateway's acceptance judges
+the whole reply when it ends, and a stream released before such a marker came ends with an
+in-band error there.
 """
 
 from __future__ import annotations
@@ -27,8 +32,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from probes.integrity import opening, start_rules_settled, stray_start_kind
+from probes.artefacts import reasoning_leak, reasoning_may_open
+from probes.integrity import START_CHARS, opening, start_rules_settled, stray_start_kind
 from probes.locale_spec import locale_spec
+from probes.start_fragments import emphasis_settled
+from probes.textutil import prepare
 
 
 class StartDecision(StrEnum):
@@ -37,44 +45,19 @@ class StartDecision(StrEnum):
     NEED_MORE = "need_more"
 
 
-# The kinds that read the whole window: the only ones it can still find after an early PASS.
-WINDOW_KINDS = frozenset({"reasoning_leak", "unbalanced_emphasis", "doubled_emphasis"})
+# The bound in characters: the opening every start rule reads within. A prefix of this many
+# characters (of the analysed text) is settled whatever it holds.
+HOLD_CHARS = START_CHARS
 
 
 @dataclass(frozen=True, slots=True)
 class StartVerdict:
     decision: StartDecision
     kind: str | None = None  # the stray start's kind, when FAIL
-    final: bool = False  # the window is complete (or the reply ended): the check's own verdict
+    final: bool = False  # settled: no text that follows changes it
 
 
 NEED_MORE = StartVerdict(StartDecision.NEED_MORE)
-EARLY_PASS = StartVerdict(StartDecision.PASS)
-
-# Scripts in which the window holds a whole sentence (24 characters of Han, kana or Hangul):
-# there the check usually decides an opening emphasis inside the window (it closes, or a
-# dialogue opens while it is open), so an emphasis-led opening waits for the window. In the
-# other scripts the window is a few words and an action rarely ends inside it.
-_SENTENCE_SCRIPTS = frozenset({"han", "kana", "hangul"})
-_ENDS = frozenset(".!?…。！？\n")  # a sentence or line end: where the balance is decided
-
-
-def _emphasis_undecided(s: str, scripts: frozenset[str]) -> bool:
-    """An opening emphasis the window may still find broken, as its twin with the marker
-    closed is found clean: wait for the window (see `_SENTENCE_SCRIPTS`). Two marks that
-    open the reply (`**`, `_*`, `*_`, `__`) always wait: the broken forms the check names
-    (`**She smiles.*` closed short, `_*She smiles.*` never closed) show the stray mark in
-    their first characters, which an early release would send."""
-    if s[0] not in "*_":
-        return False
-    if len(s) > 1 and s[1] in "*_":
-        return True
-    return bool(scripts & _SENTENCE_SCRIPTS) or not _ENDS.isdisjoint(s)
-
-
-def window_complete(prefix: str, window_chars: int) -> bool:
-    """The gateway's window: `window_chars` characters of text, surrounding blanks apart."""
-    return len(prefix.strip()) >= window_chars
 
 
 def judged(kind: str | None) -> StartVerdict:
@@ -84,21 +67,29 @@ def judged(kind: str | None) -> StartVerdict:
     return StartVerdict(StartDecision.FAIL, kind, final=True)
 
 
-def decide_start(
-    prefix: str, locale: str, window_chars: int, *, complete: bool = False
-) -> StartVerdict:
-    """The start check's answer on what has arrived of a stream (see the module docstring).
+def start_settled(prefix: str, locale: str) -> bool:
+    """True when no text that may follow `prefix` changes `stray_start_kind` of it (but for
+    a reasoning marker later in the reply, see the module docstring)."""
+    if len(prepare(prefix)) >= HOLD_CHARS or reasoning_leak(prefix) is not None:
+        return True
+    s = opening(prefix)
+    if not s or reasoning_may_open(prefix):
+        return False
+    return start_rules_settled(s, locale_spec(locale)) and emphasis_settled(s)
 
-    A final PASS or FAIL is `stray_start_kind` of the prefix, as the gateway judged its held
-    window before (of the whole reply, stripped, when `complete`); an early PASS needs every
-    rule but the window's two settled (`start_rules_settled`) and the check passing now."""
+
+def decide_start(prefix: str, locale: str, *, complete: bool = False) -> StartVerdict:
+    """The start check's answer on what has arrived of a stream (see the module docstring):
+    `stray_start_kind` of the prefix once it is settled, else NEED_MORE; of the whole reply,
+    stripped as acceptance reads it, when `complete`. A reply may end at the blanks a prefix
+    ends with, and is read stripped then: a settled prefix that reads otherwise without them
+    (`assistant\n`, `*She smiles.\n\n`) waits for more."""
+    whole = prefix.strip()
     if complete:
-        return judged(stray_start_kind(prefix.strip(), locale))
-    if window_complete(prefix, window_chars):
-        return judged(stray_start_kind(prefix, locale))
-    s, spec = opening(prefix), locale_spec(locale)
-    if not s or not start_rules_settled(s, spec) or _emphasis_undecided(s, spec.scripts):
+        return judged(stray_start_kind(whole, locale))
+    if not start_settled(prefix, locale):
         return NEED_MORE
-    if stray_start_kind(prefix, locale) is not None:
-        return NEED_MORE  # failing now, but the window's verdict is the one that counts
-    return EARLY_PASS
+    kind = stray_start_kind(prefix, locale)
+    if whole != prefix and stray_start_kind(whole, locale) != kind:
+        return NEED_MORE
+    return judged(kind)

@@ -47,7 +47,7 @@ from functools import cache
 from pathlib import Path
 
 from probes.locale_spec import LocaleSpec
-from probes.textutil import script_of
+from probes.textutil import may_still_match, prefix_rx, script_of
 
 # ---- invisible bytes -----------------------------------------------------------------------
 
@@ -186,17 +186,50 @@ class _Open:
     lead: bool  # one of the reply's opening markers
 
 
+class _Pending:
+    """What `_emphasis_scan` answers while the text that follows may still change its
+    verdict (a prefix of a stream, probes/start_decision.py)."""
+
+    def __repr__(self) -> str:
+        return "PENDING"
+
+
+PENDING = _Pending()
+
+
 def _emphasis(s: str) -> str | None:
+    """The emphasis balance of a whole opening `s` (a reply, or as much of it as is judged)."""
+    found = _emphasis_scan(s, complete=True)
+    assert not isinstance(found, _Pending)
+    return found
+
+
+def emphasis_settled(s: str) -> bool:
+    """True when no text that follows `s` can change what `_emphasis` says of it: every
+    opening marker closed, a defect shown, or the first line fixed (its paragraph ended, or
+    its MAX_LINE_CHARS read) with visible text after it, so that a reply ending there and
+    stripped reads the same line."""
+    return not isinstance(_emphasis_scan(s, complete=False), _Pending)
+
+
+def _emphasis_scan(s: str, *, complete: bool) -> str | _Pending | None:
+    """`_emphasis`'s verdict; PENDING (only when not `complete`) while it depends on text
+    that has not arrived: a run of markers at the end of the line read so far (it may go on,
+    and what follows it decides), or an opening still open on a line not yet fixed."""
     lead = _LEAD.match(s)
     if not lead:
-        return None
+        return PENDING if not complete and not s.strip("*_") else None
     stack = [_Open(m.group(0)[0], len(m.group(0)), True) for m in _RUN.finditer(lead.group(0))]
     mixed = len(stack) > 1
     # emphasis may span a line break but not a paragraph (CommonMark)
-    parts = _PARAGRAPH.split(s[lead.end() : lead.end() + MAX_LINE_CHARS], maxsplit=1)
+    reach = lead.end() + MAX_LINE_CHARS
+    parts = _PARAGRAPH.split(s[lead.end() : reach], maxsplit=1)
     line, newline = parts[0], len(parts) > 1
+    fixed = complete or ((newline or len(s) >= reach) and bool(s[lead.end() + len(line) :].strip()))
     for m in _RUN.finditer(line):
         char, n, start, end = m.group(0)[0], len(m.group(0)), m.start(), m.end()
+        if end == len(line) and not fixed:
+            return PENDING
         prev = line[start - 1] if start else char
         nxt = line[end] if end < len(line) else " "
         inside_word = prev.isalnum() and nxt.isalnum()
@@ -210,63 +243,72 @@ def _emphasis(s: str) -> str | None:
             continue
         if end == len(line) and not newline:
             return None  # the text may be cut inside this run (`**Day 14.*|*`): undecidable
-        while n and stack:
-            top = stack[-1]
-            if top.char != char:
-                return "unbalanced_emphasis" if top.lead else None
-            if top.n > n:
-                top.n -= n
-                if top.lead and prev in _SENTENCE_END:
-                    return "doubled_emphasis"  # **She smiles.*
-                n = 0
-                continue
-            stack.pop()
-            n -= top.n
-            outer = stack[-1] if stack else None
-            if (
-                top.lead
-                and mixed
-                and outer
-                and outer.lead
-                and not line[end:].startswith(outer.char)
-            ):
-                return "unbalanced_emphasis"  # _*She smiles.*
-        if not any(o.lead for o in stack):
-            return None  # every opening marker closed
-    if _DIALOGUE.search(line) or newline:
+        found = _close(stack, char, n, prev, mixed, line[end:])
+        if found is not _OPEN:
+            return found
+    if _DIALOGUE.search(line) or (newline and fixed):
         # dialogue opened, or the first paragraph ended, with the opening marker still open
         return "unbalanced_emphasis"
-    return None
+    return None if fixed else PENDING
+
+
+_OPEN = _Pending()  # `_close`: the opening markers are not all closed yet (the scan goes on)
+
+
+def _close(
+    stack: list[_Open], char: str, n: int, prev: str, mixed: bool, after: str
+) -> str | _Pending | None:
+    """A closing run of `n` x `char` (after `prev`, before `after`) against the open markers:
+    a defect it shows, None once every opening marker is closed, else `_OPEN`."""
+    while n and stack:
+        top = stack[-1]
+        if top.char != char:
+            return "unbalanced_emphasis" if top.lead else None
+        if top.n > n:
+            top.n -= n
+            if top.lead and prev in _SENTENCE_END:
+                return "doubled_emphasis"  # **She smiles.*
+            n = 0
+            continue
+        stack.pop()
+        n -= top.n
+        outer = stack[-1] if stack else None
+        if top.lead and mixed and outer and outer.lead and not after.startswith(outer.char):
+            return "unbalanced_emphasis"  # _*She smiles.*
+    if not any(o.lead for o in stack):
+        return None  # every opening marker closed
+    return _OPEN
 
 
 # ---- all rules -----------------------------------------------------------------------------
 
 # What `fragment_start` strips before it reads the first word: markers and opening quotes.
 INNER_STRIP = "*_\"'“«„「『"
-# The words `_ROLE` reads on after (to a colon or the line's end), in its own case folding.
-_ROLE_WORD = re.compile(r"assistant|user|human|model", re.IGNORECASE)
-# First characters a `_TEMPLATE` alternative begins with: the rule reads on past them.
-_TEMPLATE_FIRST = frozenset("<[#")
+# The leak rules as the `regex` module reads them, for what a prefix may still become.
+_TEMPLATE_PREFIX = prefix_rx(_TEMPLATE)
+_ROLE_PREFIX = prefix_rx(_ROLE)
 
 
 def fragment_rules_settled(s: str, spec: LocaleSpec) -> bool:
-    """True when `fragment_start`'s rules, all but the emphasis balance (which reads the
-    whole first line: `_emphasis`), say of every text that begins with `s` what they say of
-    `s` (probes/start_decision.py: the gateway's release at decision time). They read the
-    first character; the first word after leading markers and quotes (`INNER_STRIP`) with
-    the character after it (so the word has ended); a role word to its colon; a word-piece
-    before a space the first character after the space."""
-    first = s[0]
-    if first in _TEMPLATE_FIRST:
+    """True when `fragment_start`'s rules, all but the emphasis balance (`emphasis_settled`),
+    say of every text that begins with `s` what they say of `s` (probes/start_decision.py:
+    the gateway's release). They read a template token or role label to its end (`s` may
+    still become one: not settled), the first character; the first word after leading
+    markers and quotes (`INNER_STRIP`) with the character after it (so the word has ended);
+    a word-piece before a space the first character after the space."""
+    if may_still_match(_TEMPLATE_PREFIX, s) or may_still_match(_ROLE_PREFIX, s):
         return False
+    first = s[0]
     if first not in INNER_STRIP and not _LETTERS.match(first):
         return True  # no rule reads past a first character of any other kind
     lead = len(s) - len(s.lstrip(INNER_STRIP))
+    if lead >= len(s):
+        return False  # only markers and quotes so far
     word = _LETTERS.match(s, lead)
-    if word is None or word.end() >= len(s):
-        return False  # no first word yet, or it may go on
-    if _ROLE_WORD.fullmatch(word.group(0)):
-        return False
+    if word is None:
+        return True  # no word after them (`« D'accord`, `**14日目`): no rule reads one
+    if word.end() >= len(s):
+        return False  # the first word may go on
     if lead == 0 and s[word.end()] in " \t" and _may_precede_start(word.group(0), spec):
         blanks = len(s) - word.end() - len(s[word.end() :].lstrip(" \t"))
         return word.end() + blanks < len(s)  # the character after the space is here

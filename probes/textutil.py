@@ -5,6 +5,8 @@ script_of(ch)        coarse Unicode script of one character ("latin", "cyrillic"
 script_counts(text)  letters per script
 sentences(text)      sentence-ish segments; CJK/Thai aware (。！？, Thai spaces)
 words(text)          lower-cased word tokens of space-separated scripts
+prefix_rx(pattern)   a start rule's pattern for `may_still_match`
+may_still_match(rx, s)  the rule, anchored, matches no text now but may once more comes
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from functools import lru_cache
+
+import regex
 
 # Replies are judged on their first MAX_ANALYSED_CHARS characters. A role-play reply is a
 # few hundred to a few thousand characters; a 10 MB body must not cost seconds or memory,
@@ -139,3 +143,18 @@ def excerpt(text: str, limit: int = 120) -> str:
     """A short single-line excerpt for evidence (never more than `limit` characters)."""
     one = " ".join(text.split())
     return one if len(one) <= limit else one[: limit - 1] + "…"
+
+
+def prefix_rx(pattern: re.Pattern[str]) -> regex.Pattern[str]:
+    """`pattern` (a start rule's, written for `re`) compiled by the `regex` module, whose
+    partial matching tells what a streamed prefix may still become (`may_still_match`)."""
+    flags = regex.IGNORECASE if pattern.flags & re.IGNORECASE else 0
+    return regex.compile(pattern.pattern, flags | regex.VERSION0)
+
+
+def may_still_match(rx: regex.Pattern[str], s: str) -> bool:
+    """True when `rx`, anchored at the start, does not match `s` but may match a text that
+    begins with `s` (a partial match runs to its end): the rule is not settled yet. A full
+    match, or none that any text could complete, is settled."""
+    m = rx.match(s, partial=True)
+    return m is not None and m.partial

@@ -23,7 +23,7 @@ from routing.classify import Classification, Rejection, classify, with_side_effe
 from routing.contracts import Contract
 from routing.deadline import AttemptBudget
 from routing.errors import FailureClass as F
-from routing.errors import InvalidResponseError
+from routing.errors import SlowFirstToken
 from routing.response import Completion
 from routing.routes import Route
 from routing.schemas import SchemaRegistry
@@ -187,19 +187,43 @@ async def run_attempt(
 async def _check_start(
     res: AttemptResult, call: UpstreamCall, judge: _Judge, clock: Callable[[], float]
 ) -> bool:
-    """A streaming workload: hold the reply's start until the start check decides it
-    (routing/start_gate.py: at the first word when it can, else at `start_check_chars`).
-    True when the still-open call is handed over in `res` (`call`, `rest`) to release the
-    rest; False when the attempt is judged here (the whole reply already came, or an empty
-    or stray start)."""
+    """A streaming workload: hold the reply's start until the start check has settled the
+    whole reply's start verdict (routing/start_gate.py: at the first word when it can, when
+    the emphasis it opens with closes, within `HOLD_CHARS`), and at most the budget's
+    `hold_s` after its first content (else a slow first token: the user's first token would
+    be that late). True when the still-open call is handed over in `res` (`call`, `rest`)
+    to release the rest; False when the attempt is judged here (the whole reply already
+    came, or an empty or stray start)."""
     pieces = call.content()
-    gate = StartGate(judge.contract.locale, judge.contract.start_check_chars)
-    async for piece in pieces:
-        if res.ttft_s is None:
-            res.ttft_s = clock() - res.started
-        res.head = gate.feed(piece)
-        if gate.phase is not GatePhase.HOLDING:
-            break
+    gate = StartGate(judge.contract.locale)
+    hold = asyncio.timeout(None)
+    try:
+        async with hold:
+            async for piece in pieces:
+                if res.ttft_s is None:
+                    res.ttft_s = clock() - res.started
+                    if call.hold_s is not None:
+                        hold.reschedule(asyncio.get_running_loop().time() + call.hold_s)
+                res.head = gate.feed(piece)
+                if gate.phase is not GatePhase.HOLDING:
+                    break
+    except TimeoutError:
+        if not hold.expired():
+            raise
+        raise SlowFirstToken(
+            f"the reply's start was not settled within {call.hold_s:.3f} s of its first content"
+        ) from None
+    return _after_start(res, call, judge, gate, pieces)
+
+
+def _after_start(
+    res: AttemptResult,
+    call: UpstreamCall,
+    judge: _Judge,
+    gate: StartGate,
+    pieces: AsyncIterator[str],
+) -> bool:
+    """`_check_start` once the gate has decided or the stream has ended."""
     completion = call.assembler.completion
     if completion.done or completion.error is not None:
         res.head = gate.head
@@ -223,47 +247,9 @@ async def _check_start(
         res.rejection = Rejection("stray_start", kind)
         res.classification = attribute(classify(res.rejection), judge.client_params)
         return False
-    res.call, res.output_started = call, True
-    res.rest = _held_window(gate, pieces, judge) if gate.phase is GatePhase.WINDOW else pieces
+    res.call, res.output_started, res.rest = call, True, pieces
     call.stall_s = None  # released: from now on only the deadline bounds the stream
     return True
-
-
-class StartRejected(InvalidResponseError):
-    """A stream released at its first word whose start the check found stray once its
-    window was complete (routing/start_gate.py): the relay ends it with an in-band error."""
-
-    def __init__(self, classification: Classification) -> None:
-        super().__init__(f"stray start: {classification.reason}", reason=classification.reason)
-        self.classification = classification
-
-
-async def _held_window(
-    gate: StartGate, pieces: AsyncIterator[str], judge: _Judge
-) -> AsyncIterator[str]:
-    """The rest of a stream released early: the window's text once the check passed it
-    (`StartRejected` when it did not), then every piece as it comes."""
-    async for piece in pieces:
-        out = gate.feed(piece)
-        if out:
-            yield out
-        if gate.phase is GatePhase.OPEN:
-            break
-        if gate.phase is GatePhase.REJECTED:
-            raise StartRejected(_stray(gate, judge))
-    else:  # the stream ended inside the window
-        out = gate.end()
-        if gate.phase is GatePhase.REJECTED:
-            raise StartRejected(_stray(gate, judge))
-        if out:
-            yield out
-        return
-    async for piece in pieces:
-        yield piece
-
-
-def _stray(gate: StartGate, judge: _Judge) -> Classification:
-    return attribute(classify(Rejection("stray_start", gate.kind or "")), judge.client_params)
 
 
 def classify_unforeseen(

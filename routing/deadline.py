@@ -26,6 +26,7 @@ class AttemptBudget:
     total_s: float  # connect + headers + body, everything but validation
     ttft_s: float | None = None  # no content (text or tool call) by then: slow_first_token
     stall_s: float | None = None  # started, then no byte this long before release: a stall
+    hold_s: float | None = None  # first content, then the start not settled this long: slow
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,7 @@ from ground.errors import CanaryError
 from ground.heap import freeze_loaded
 from ground.settings import GatewayConfig
 from routing.accounting import RequestState
-from routing.attempt import StartRejected, end_verdict
+from routing.attempt import end_verdict
 from routing.errors import (
     BodyTooLarge,
     BodyTooSlow,
@@ -245,9 +245,6 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
             end = _stream_verdict(result, router, req)
         except TimeoutError:
             end = StreamEnd.failed(FailureClass.DEADLINE, "deadline_during_stream")
-        except StartRejected as exc:  # released at its first word, stray once its window came
-            c = exc.classification
-            end = StreamEnd.failed(c.failure_class, c.reason, c.client_params)
         except Exception as exc:  # the upstream broke after release: tell the client in-band
             end = StreamEnd.failed(FailureClass.AMBIGUOUS, type(exc).__name__[:64])
         if end is None:

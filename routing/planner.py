@@ -94,6 +94,7 @@ class Planner:
             total_s=total_s,
             ttft_s=None if budget.ttft_ms is None else budget.ttft_ms / 1000,
             stall_s=self.config.stall_timeout_s,
+            hold_s=self.config.start_hold_s,
         )
         return Plan(ignore, probes, budget, timeouts)
 

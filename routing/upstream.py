@@ -190,6 +190,7 @@ class UpstreamCall:
         self.headers_received = False
         self.status_code: int | None = None
         self.stall_s = budget.stall_s  # cleared by the caller once the stream is released
+        self.hold_s = budget.hold_s  # the longest the caller holds the start after output
         self._first_token_at: float | None = None  # loop time by which content must come
 
     async def __aenter__(self) -> UpstreamCall:

@@ -1,8 +1,10 @@
-"""The streaming start check as a decision over the prefix seen so far (issue 26 item 1):
-pass / fail / need-more, exactly the 24-character check's verdict on the bank of clean replies
-in all 17 locales and every generated defect case, an early pass settled for any text that
-follows but the two rules that read the whole window, and clean replies decided at their
-first word."""
+"""The streaming start check as a decision over the prefix seen so far (issue 31 item 1):
+pass / fail / need-more, final only once the whole reply's start verdict is settled, so on
+the bank of clean replies in all 17 locales and every generated defect case the decision at
+every prefix is the check of the *whole* reply (a 24-character window's is not: the
+incident's `_*She wipes the counter and smiles.*`), a final verdict never changes as more
+text arrives, and clean replies are released at their first word or when the emphasis they
+open with closes."""
 
 from __future__ import annotations
 
@@ -15,28 +17,36 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from probes.integrity import stray_start_kind
-from probes.locale_spec import LOCALES, locale_spec
+from probes.locale_spec import LOCALES
 from probes.start_decision import (
-    WINDOW_KINDS,
+    HOLD_CHARS,
     StartDecision,
     StartVerdict,
     decide_start,
-    window_complete,
+    judged,
 )
 from tests.data.start_variants import start_cases
 from tests.data.variants import SEED, clean_locales, load_clean, stray_starts
 
-WINDOW = 24  # routing/contracts.py: start_check_chars
 PASS, FAIL, MORE = StartDecision.PASS, StartDecision.FAIL, StartDecision.NEED_MORE
+WINDOW = 24  # the window the gateway judged before issue 31 (start_check_chars)
+INCIDENT = "_*She wipes the counter and smiles.* Welcome, traveller. What can I get you?"
 
 
-def window_check(text: str, locale: str, window: int = WINDOW) -> str | None:
-    """The full 24-character check: `stray_start_kind` of the shortest prefix that fills the
-    window, or of the whole reply (stripped, as acceptance reads it) when it is shorter."""
-    for cut in range(1, len(text) + 1):
-        if window_complete(text[:cut], window):
-            return stray_start_kind(text[:cut], locale)
+def whole_check(text: str, locale: str) -> str | None:
+    """The check of the whole reply, as the canary's `check_response_start` and the
+    gateway's acceptance read it (stripped)."""
     return stray_start_kind(text.strip(), locale)
+
+
+def window_decision(
+    prefix: str, locale: str, *, complete: bool = False, window: int = WINDOW
+) -> StartVerdict:
+    """The decision before issue 31: final once 24 characters had arrived, whatever the
+    emphasis they opened still had to show."""
+    if complete or len(prefix.strip()) >= window:
+        return judged(stray_start_kind(prefix.strip(), locale))
+    return decide_start(prefix, locale)
 
 
 def bank_and_defects() -> Iterator[tuple[str, str, str]]:
@@ -54,128 +64,137 @@ def bank_and_defects() -> Iterator[tuple[str, str, str]]:
 
 
 def disagreements(text: str, locale: str, decide: object = decide_start) -> list[int]:
-    """The prefix lengths at which `decide` answers something the full 24-character check
-    does not: an early PASS of a reply the check fails, an early FAIL, a final verdict that
-    is not the check's. Each prefix is where some cutting of the reply into pieces first
-    asks, so checking every prefix checks every cutting."""
+    """The prefix lengths at which `decide` answers something the check of the whole reply
+    does not: a PASS of a reply the check fails, a FAIL of one it passes, a kind that is not
+    the check's, a verdict that is not final. Each prefix is where some cutting of the reply
+    into pieces first asks, so checking every prefix checks every cutting."""
     assert callable(decide)
-    expected = window_check(text, locale)
-    wrong = []
+    expected = whole_check(text, locale)
+    want = (FAIL, expected) if expected else (PASS, None)
     for cut in range(1, len(text) + 1):
-        verdict: StartVerdict = decide(text[:cut], locale, WINDOW)
-        if window_complete(text[:cut], WINDOW):
-            if (verdict.decision, verdict.kind) != ((FAIL, expected) if expected else (PASS, None)):
-                wrong.append(cut)
-            break
-        if verdict.decision is FAIL or (verdict.decision is PASS and expected is not None):
-            wrong.append(cut)
-    return wrong
+        verdict: StartVerdict = decide(text[:cut], locale)
+        if verdict.decision is not MORE:
+            return [] if (verdict.decision, verdict.kind) == want and verdict.final else [cut]
+    end = decide(text, locale, complete=True)
+    return [] if (end.decision, end.kind) == want else [len(text)]
 
 
 @pytest.mark.slow
-def test_issue26_every_prefix_of_the_bank_and_its_defects_decides_as_the_window() -> None:
-    """Exhaustive over the bank (17 locales) and every generated defect case: no prefix is
-    passed early when the 24-character check fails the reply, and at the window the
-    decision is the check's verdict, kind included."""
+def test_issue31_every_prefix_of_the_bank_and_its_defects_decides_as_the_whole_reply() -> None:
+    """Exhaustive over the bank (17 locales) and every generated defect case: the first
+    verdict any prefix gets is the check of the whole reply, kind included."""
     wrong, cases, caught = [], 0, 0
     for loc, cls, text in bank_and_defects():
         cases += 1
-        caught += window_check(text, loc) is not None
+        caught += whole_check(text, loc) is not None
         if bad := disagreements(text, loc):
             wrong.append((loc, cls, text[: bad[0] + 5], bad[0]))
     assert wrong == []
     assert cases > 20_000 and caught > 15_000  # the defects are there, and caught
 
 
+def test_issue31_the_window_decision_released_the_incidents_start() -> None:
+    """Today's failure, kept as a failing case of the same property: at 24 characters the
+    window said PASS, final, for the incident's form, which the whole reply fails
+    (`unbalanced_emphasis`); the settled decision holds it until its emphasis closed."""
+    assert whole_check(INCIDENT, "en") == "unbalanced_emphasis"
+    assert window_decision(INCIDENT[:28], "en") == judged(None)
+    assert disagreements(INCIDENT, "en", window_decision) == [WINDOW + 1]
+    assert disagreements(INCIDENT, "en") == []
+    closes = INCIDENT.index("* ") + 1
+    assert all(decide_start(INCIDENT[:i], "en").decision is not PASS for i in range(1, 60))
+    assert decide_start(INCIDENT[: closes + 2], "en") == judged("unbalanced_emphasis")
+
+
 def _released_at(text: str, locale: str) -> int | None:
-    """The shortest prefix the decision passes before the window is complete."""
+    """The shortest prefix the decision passes."""
     for cut in range(1, len(text) + 1):
-        if window_complete(text[:cut], WINDOW):
-            return None
-        if decide_start(text[:cut], locale, WINDOW).decision is PASS:
+        if decide_start(text[:cut], locale).decision is PASS:
             return cut
     return None
 
 
-def test_issue26_clean_replies_are_released_at_their_first_word() -> None:
-    """In every locale but those whose window holds a sentence (Han, kana, Hangul), nearly
-    every clean reply is passed once its first word and the character after it are here
-    (an opening emoji at once); there, the replies that open with text (not emphasis) are.
-    A reply opening with two emphasis marks (`**Jour 14.**`) waits for its window."""
+def test_issue31_clean_replies_are_released_at_their_first_word_or_their_closed_emphasis() -> None:
+    """Every clean reply of the bank is released before it ends: one that opens with text
+    once its first word has ended (the next visible character is here), one that opens with
+    emphasis once that emphasis has closed (and its next character is here), and always
+    within `HOLD_CHARS`."""
     for loc in clean_locales():
-        replies = load_clean(loc)
-        early = []
-        for text in replies:
+        for text in load_clean(loc):
             at = _released_at(text, loc)
-            word = re.search(r"[^\W\d_]+", text)
-            assert word is not None
-            assert at is None or at <= word.end() + 1, (loc, text[:40], at)
-            if at is not None:
-                early.append(text)
-        dense = bool(locale_spec(loc).scripts & {"han", "kana", "hangul"})
-        doubled = ("**", "__", "*_", "_*")  # two opening marks wait for the window everywhere
-        expected = [
-            t
-            for t in replies
-            if not t.startswith(doubled) and not (dense and t.startswith(("*", "_")))
-        ]
-        assert len(early) >= 0.9 * len(expected) > 0, (loc, len(early), len(expected))
+            assert at is not None and at <= HOLD_CHARS, (loc, text[:40], at)
+            if text.startswith(("*", "_")):
+                closed = re.match(r"[*_]+[^*_]+[*_]+", text)
+                assert closed is not None and at <= closed.end() + 2, (loc, text[:40], at)
+            elif (word := re.match(r"[^\W\d_]+\W*\s*", text)) is not None:
+                assert at <= word.end() + 1, (loc, text[:40], at)
 
 
 @pytest.mark.parametrize(
     ("prefix", "locale", "decision"),
     [
-        ("*She ", "en", PASS),  # the first word and the character after it
-        ("*She", "en", MORE),  # the word may go on: `*SheysicsShe`
-        ("She smiles", "en", PASS),
+        ("She smiles", "en", PASS),  # the first word and the next visible character
+        ("She ", "en", PASS),  # the first word has ended
+        ("*She ", "en", MORE),  # an emphasis opened: it decides when it closes
+        ("*She smiles.* H", "en", PASS),
+        ('*She nods. "', "en", FAIL),  # dialogue opened inside the open emphasis
+        ("*She nods. ", "en", MORE),
+        ("**She smiles.* T", "en", FAIL),  # closed short
+        ("_*She wipes the counter and smiles.", "en", MORE),  # the incident, 28+ characters
+        ("_*She wipes the counter and smiles.* W", "en", FAIL),
         ("ysics", "en", MORE),
         ("ysics ", "en", MORE),  # a word-piece before a space: the next character decides
-        ("oh *", "en", PASS),  # a word a reply may open with
+        ("oh *S", "en", PASS),  # a word a reply may open with
         ("ysicsS", "en", MORE),
+        ("ysicsShe s", "en", FAIL),
         ("tion*", "en", MORE),  # glued to an opening `*`: the text after it decides
         ("user ", "en", MORE),  # a role label reads on to its colon
-        ("assistant\n", "en", MORE),
+        ("user said", "en", PASS),
+        ("assistant\n", "en", MORE),  # the reply may be "assistant" alone
+        ("assistant\nHi", "en", FAIL),
         ("<", "en", MORE),
-        ("<|im_start|>assistant", "en", MORE),
+        ("<|im_start|>assistant", "en", FAIL),
+        ("<thi", "en", MORE),  # a think tag may open the reply
         ("[", "en", MORE),
         ("##", "en", MORE),
+        ("# Title", "en", PASS),
         (".", "en", MORE),  # an ellipsis or a stray mark
+        ("..", "en", MORE),
+        ("...S", "en", PASS),
+        (".*", "en", FAIL),
         ("-", "en", MORE),
+        ("-*", "en", FAIL),
         ('"', "en", MORE),
         ('"*She ', "en", MORE),  # a quote before Markdown, unless the quoted emphasis closes
-        ('"*Run!*" ', "en", PASS),
-        ("“Hello, ", "en", PASS),
-        ("— Ты ", "ru", PASS),
-        ("14 ", "en", PASS),
-        ("*She nods. ", "en", MORE),  # a sentence end inside the open emphasis
-        ("**She ", "en", MORE),  # two opening marks: `**She smiles.*` is closed short
-        ("_*She ", "en", MORE),  # `_*She smiles.*`: the `_` is never closed
-        ("**Note:** ", "en", MORE),  # bold waits for the window too
-        ("*エレナは重い扉を押し開け、", "ja", MORE),  # the window holds a sentence there
+        ('"*She smiles.* H', "en", FAIL),
+        ('"*Run!*" s', "en", PASS),
+        ("“Hello, t", "en", PASS),
+        ("— Ты з", "ru", PASS),
+        ("14 d", "en", PASS),
+        ("« D'accord", "fr", PASS),
         ("エレナは", "ja", MORE),
         ("エレナは重い扉を押し開け、", "ja", PASS),
-        ("\u200b*She ", "en", MORE),  # invisible bytes fail at the window
+        ("\u200b*She ", "en", MORE),  # invisible bytes, and an emphasis still open
+        ("\u200bShe s", "en", FAIL),
         ("   ", "en", MORE),
     ],
 )
-def test_issue26_decision_table(prefix: str, locale: str, decision: StartDecision) -> None:
-    """What the decision answers on typical prefixes (always before the window is complete)."""
-    verdict = decide_start(prefix, locale, WINDOW)
-    assert verdict.decision is decision and not verdict.final
-    assert verdict.decision is not PASS or stray_start_kind(prefix, locale) is None
+def test_issue31_decision_table(prefix: str, locale: str, decision: StartDecision) -> None:
+    """What the decision answers on typical prefixes; a PASS or FAIL is final and is the
+    check of the prefix."""
+    verdict = decide_start(prefix, locale)
+    assert verdict.decision is decision, (prefix, verdict)
+    if decision is not MORE:
+        assert verdict.final and verdict.kind == whole_check(prefix, locale), (prefix, verdict)
 
 
-def test_issue26_at_the_window_and_at_the_end_the_verdict_is_the_check() -> None:
-    """A complete window is judged by `stray_start_kind` (FAIL carries its kind); a reply
-    that ended before it, stripped, as the acceptance pipeline reads a whole reply."""
-    assert decide_start(",She smiles and waves at you.", "en", WINDOW) == StartVerdict(
-        FAIL, "stray_punctuation", final=True
-    )
-    assert decide_start("*She smiles and waves at you", "en", WINDOW) == StartVerdict(
-        PASS, final=True
-    )
-    assert decide_start("assistant: hi", "en", WINDOW, complete=True).kind == "role_label"
-    assert decide_start("Hi!  \n", "en", WINDOW, complete=True) == StartVerdict(PASS, final=True)
+def test_issue31_at_the_end_the_verdict_is_the_whole_reply() -> None:
+    """A reply that ended before its start settled is judged whole, stripped, as the
+    acceptance pipeline reads it."""
+    assert decide_start("assistant: hi", "en", complete=True).kind == "role_label"
+    assert decide_start("Hi!  \n", "en", complete=True) == StartVerdict(PASS, final=True)
+    assert decide_start("*She smiles", "en", complete=True) == StartVerdict(PASS, final=True)
+    assert decide_start("x" * HOLD_CHARS, "en") == StartVerdict(PASS, final=True)
 
 
 # Pieces an adversary of the rules would use: markers, quotes, brackets, blanks, the
@@ -188,46 +207,43 @@ PIECES = [
     "Oh", "a", "A", "assistant", "Assistant", "user", "USER", "model", "human", "iPhone",
     "彼女は", "的", "ности", "Она", "قالت", "ไป", "엘레나", "<think>", "</think>",
     "<|im_start|>", "[INST]", "### Response:", "analysis", "assistantfinal", "ſ", "\u212a",
-    "x", "é", "ß", "İ", "<s>", "<|", "|>",
+    "x", "é", "ß", "İ", "<s>", "<|", "|>", ' "', ". ", '*"', "smiles.", "*She", "_*", "**Run!**",
 ]  # fmt: skip
 TEXTS = st.lists(
     st.sampled_from(PIECES) | st.characters(codec="utf-8") | st.text(max_size=3),
     min_size=1,
-    max_size=14,
+    max_size=16,
 ).map("".join)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
-@given(TEXTS, st.sampled_from(sorted(LOCALES)), st.integers(4, 30))
-def test_issue26_an_early_pass_holds_for_any_text_that_follows(
-    text: str, locale: str, window: int
-) -> None:
-    """Whatever follows an early PASS, the check finds nothing on any longer prefix (any
-    window the gateway could judge) or on the whole reply but what the two rules reading
-    the whole window find (`WINDOW_KINDS`), which the gateway still judges at the window."""
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@given(TEXTS, st.sampled_from(sorted(LOCALES)))
+def test_issue31_a_final_verdict_never_changes_as_more_text_arrives(text: str, locale: str) -> None:
+    """Whatever follows the first final verdict, every longer prefix and the whole reply get
+    the same verdict, kind included, but for a reasoning marker later in the reply (C11: the
+    one rule no prefix settles, judged by acceptance when the reply ends)."""
     for cut in range(1, len(text) + 1):
-        if window_complete(text[:cut], window):
-            return
-        if decide_start(text[:cut], locale, window).decision is PASS:
-            found = {stray_start_kind(text[:q], locale) for q in range(cut, len(text) + 1)}
-            found.add(stray_start_kind(text.strip(), locale))
-            assert found <= {None, *WINDOW_KINDS}, (text, cut, found)
-            return
+        first = decide_start(text[:cut], locale)
+        if first.decision is MORE:
+            continue
+        for q in range(cut + 1, len(text) + 1):
+            later = decide_start(text[:q], locale)
+            if later.kind == "reasoning_leak" and first.kind != "reasoning_leak":
+                return
+            assert later == first, (text, cut, q, first, later)
+        end = decide_start(text, locale, complete=True)
+        assert end == first or end.kind == "reasoning_leak", (text, cut, first, end)
+        return
 
 
 @pytest.mark.parametrize(
     "reply",
-    ["_*She smiles.* Hello there, traveller.", "**She smiles.* Then she waves at you."],
+    [INCIDENT, "**She smiles.* Then she waves at you.", '*She nods. "Welcome back," she says.'],
 )
-def test_issue26_a_doubled_emphasis_opening_is_never_released_before_its_window(
-    reply: str,
-) -> None:
-    """The broken emphasis forms the check names (never closed, closed short) are decided
-    at the window, so not even their stray first marks go out; the window fails them."""
-    assert all(
-        decide_start(reply[:i], "en", WINDOW).decision is MORE
-        for i in range(1, len(reply))
-        if len(reply[:i].strip()) < WINDOW
-    )
-    verdict = decide_start(reply, "en", WINDOW)
-    assert verdict.decision is StartDecision.FAIL and verdict.final
+def test_issue31_a_broken_emphasis_opening_is_never_passed(reply: str) -> None:
+    """The broken emphasis forms the check names (never closed, closed short, dialogue
+    opened inside it) are never passed at any prefix, not even their first marks; the first
+    final verdict is the whole reply's failure."""
+    verdicts = [decide_start(reply[:i], "en") for i in range(1, len(reply) + 1)]
+    assert all(v.decision is not PASS for v in verdicts)
+    assert next(v for v in verdicts if v.decision is FAIL).kind == whole_check(reply, "en")

@@ -1,9 +1,10 @@
-"""The gateway releases a stream's start at decision time (issue 26 item 1): the start gate
-over every cutting of the bank's replies and their defect cases releases text only when the
-full 24-character check passes and ends with that check's verdict; a decision made one
-character too early is caught by the same property; over real HTTP a paced reply's first word
-reaches the client before the window's text has arrived, and a start that breaks inside the
-window after that release never sends what broke it."""
+"""The gateway releases a stream's start only when the canary's check of the *whole* reply
+passes it (issue 31 item 1, issue 26's release at decision time): the start gate over every
+cutting of the bank's replies, their defect cases and both emphasis openings of the
+incident releases the whole reply exactly when that check passes and nothing when it fails;
+the window decision of issue 26 is caught by the same property; over real HTTP a host that
+corrupts every start never gets a stray mark to a client (the router falls back to a clean
+host), and a start that breaks inside its open emphasis sends nothing at all."""
 
 from __future__ import annotations
 
@@ -17,19 +18,10 @@ from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
 from ground.settings import GatewayConfig
-from probes.integrity import stray_start_kind
-from probes.start_decision import (
-    EARLY_PASS,
-    StartDecision,
-    StartVerdict,
-    decide_start,
-    window_complete,
-)
+from probes.start_decision import decide_start
 from routing.events import EventLog
 from routing.gateway import create_app
-from routing.start_gate import Decide, GatePhase, StartGate
-from tests.data.start_variants import text_led
-from tests.data.variants import load_clean
+from routing.start_gate import Decide, StartGate
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
     ServedApp,
@@ -38,12 +30,19 @@ from tests.fixtures.routing import (
     make_router,
     routing_scenario,
 )
-from tests.probes.test_start_decision import WINDOW, bank_and_defects, window_check
-from wire.text import Scrubber, StreamScrubber
+from tests.probes.test_start_decision import (
+    INCIDENT,
+    bank_and_defects,
+    whole_check,
+    window_decision,
+)
 
 KEY = "gw-release-key"
 CASES = [(loc, text) for loc, _, text in bank_and_defects()]
 CUTS = st.lists(st.integers(1, 60), max_size=8)
+# the replies that open with emphasis, the two forms of the incident among them; every
+# third (every prefix of all of them: tests/probes/test_start_decision.py)
+EMPHASIS_LED = [(loc, t) for loc, t in CASES if t.lstrip().startswith(("*", "_"))][::3]
 
 
 def pieces(text: str, cuts: list[int]) -> list[str]:
@@ -51,41 +50,19 @@ def pieces(text: str, cuts: list[int]) -> list[str]:
     return [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-def held_window_verdict(parts: list[str], locale: str) -> str | None:
-    """What the gateway's start check found before issue 26, for this cutting: it held the
-    pieces until the window was complete and judged them all (the whole reply, stripped,
-    when it ended first)."""
-    head = ""
-    for part in parts:
-        head += part
-        if window_complete(head, WINDOW):
-            return stray_start_kind(head, locale)
-    return stray_start_kind(head.strip(), locale)
-
-
 def release_agrees(decide: Decide, text: str, locale: str, cuts: list[int]) -> bool:
-    """The property: through the gate, the start verdict is the held window's (kind
-    included); text goes out before that verdict only when the full 24-character check
-    passes the reply; after a stray verdict nothing goes out but what went out early; a
-    clean start lets the whole reply out, in order."""
-    parts = pieces(text, cuts)
-    gate = StartGate(locale, WINDOW, decide=decide)
-    out, early = "", ""
-    for part in parts:
-        released = gate.feed(part)
-        if gate.phase is GatePhase.WINDOW:
-            early += released
-        out += released
-    out += gate.end()
-    expected = held_window_verdict(parts, locale)
-    if gate.kind != expected or (early and window_check(text, locale) is not None):
-        return False
-    return out == (early if expected else text)
+    """The property: through the gate, the start verdict is the whole reply's (kind
+    included); a clean start lets the whole reply out, in order; a stray one lets nothing
+    out."""
+    gate = StartGate(locale, decide=decide)
+    out = "".join(gate.feed(part) for part in pieces(text, cuts)) + gate.end()
+    expected = whole_check(text, locale)
+    return gate.kind == expected and out == ("" if expected else text)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.sampled_from(CASES), CUTS)
-def test_issue26_the_release_agrees_with_the_window_for_every_cutting(
+def test_issue31_the_release_agrees_with_the_whole_reply_for_every_cutting(
     case: tuple[str, str], cuts: list[int]
 ) -> None:
     """Any reply of the bank or defect case, cut anywhere: the property holds."""
@@ -93,40 +70,27 @@ def test_issue26_the_release_agrees_with_the_window_for_every_cutting(
     assert release_agrees(decide_start, text, locale, cuts)
 
 
-def one_character_early(
-    prefix: str, locale: str, window_chars: int, *, complete: bool = False
-) -> StartVerdict:
-    """The decision made one character too early: where it needs the next character, it
-    answers as if that were the likeliest clean one (a space, a comma, a full stop)."""
-    verdict = decide_start(prefix, locale, window_chars, complete=complete)
-    if complete or verdict.decision is not StartDecision.NEED_MORE:
-        return verdict
-    if any(decide_start(prefix + ch, locale, window_chars) == EARLY_PASS for ch in " ,."):
-        return EARLY_PASS
-    return verdict
+def test_issue31_no_first_read_releases_an_emphasis_start_the_whole_reply_fails() -> None:
+    """Replies of the bank and their defect cases that open with emphasis (`*`, `**`,
+    `_*`: the incident's forms included), with a first upstream read of 1 to 48 characters
+    and the rest in one: the gate's release is the whole reply's check, every time (before
+    issue 31 about 3% of such cuttings of a failing start went out)."""
+    wrong = [
+        (loc, text[:50], first)
+        for loc, text in EMPHASIS_LED
+        for first in range(1, 49)
+        if not release_agrees(decide_start, text, loc, [first])
+    ]
+    assert len(EMPHASIS_LED) > 700 and wrong == []
 
 
-def test_issue26_the_property_fails_when_the_decision_is_one_character_early() -> None:
-    """On a case built for it (a word-piece glued to a clean reply's first word,
-    `ysicsElena`), the same property finds a cutting where the early variant releases a
-    piece of `ysics` before the check could see the glue; the real decision holds on it."""
-    text = "ysics" + text_led(load_clean("en")[0])
-    assert window_check(text, "en") == "glued_fragment"
-    found = find(CUTS, lambda cuts: not release_agrees(one_character_early, text, "en", cuts))
-    first = pieces(text, found)[0]
-    assert "ysics".startswith(first)  # released before its first word had ended
-    assert release_agrees(decide_start, text, "en", found)
-
-
-def test_issue26_the_scrubber_holds_only_what_could_begin_the_key() -> None:
-    """The stream scrubber releases a first word at once when no piece of the key can begin
-    in its last characters, and still holds (then redacts) one that does."""
-    key = "sk-or-v1-" + "0123456789abcdef" * 4
-    s = StreamScrubber(Scrubber(key))
-    assert s.feed("*She ") == "*She "
-    assert s.feed("tilts sk-or-") == "tilts "  # `sk-or-` may go on into the key
-    rest = s.feed("v1-0123456789 and") + s.flush()
-    assert rest == "*** and"
+def test_issue31_the_property_fails_for_the_window_decision() -> None:
+    """The decision of issue 26 (final at the 24-character window) fails the same property:
+    a first read longer than the window but short of the closing mark releases the
+    incident's corrupted start."""
+    found = find(CUTS, lambda cuts: not release_agrees(window_decision, INCIDENT, "en", cuts))
+    assert pieces(INCIDENT, found)[0].startswith("_*")
+    assert release_agrees(decide_start, INCIDENT, "en", found)
 
 
 def _paced(defects: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
@@ -159,37 +123,71 @@ async def _deltas(url: str) -> tuple[list[tuple[float, str]], list[dict[str, Any
     return arrivals, chunks
 
 
-async def test_issue26_a_paced_replys_first_word_is_released_before_the_window_arrives(
+def _finish(chunks: list[dict[str, Any]]) -> str | None:
+    """The finish reason of the last chunk that has a choice (a usage chunk has none)."""
+    return [c["choices"][0].get("finish_reason") for c in chunks if c["choices"]][-1]
+
+
+async def test_issue31_a_paced_text_reply_is_released_at_its_first_words(
     fleet: FleetHandle,
 ) -> None:
-    """The fleet writes one word, then the next words 50 ms later: the client gets that
-    first word (shorter than the 24-character window) on its own, well before the rest."""
-    fleet.load(_paced())
+    """A reply that opens with text: its start settles at its first word, so the fleet's
+    first write (one word) goes out on its own, 50 ms before the next write arrives."""
+    opening = {"kind": "start_prefix", "prefix": "Welcome back, traveller. ", "rate": 1.0}
+    fleet.load(_paced({"alpha-a": [opening], "alpha-b": [opening]}))
     router = make_router(fleet.base_url, fleet.key)
     async with ServedApp(create_app(router, GatewayConfig(keys=[KEY]))) as s:
         arrivals, _ = await _deltas(s.url)
     (t0, first), (t1, _) = arrivals[0], arrivals[1]
-    assert first.endswith(" ") and len(first.strip()) < WINDOW and " " not in first.strip()
+    assert first == "Welcome ", arrivals[:3]
     assert t1 - t0 > 0.025, arrivals[:3]
 
 
-async def test_issue26_a_start_that_breaks_inside_the_window_after_release_sends_nothing_more(
+async def test_issue31_a_start_that_breaks_inside_its_emphasis_sends_nothing(
     fleet: FleetHandle, ledger_url: str
 ) -> None:
-    """`*She nods. "…`: the first word is released, the window then shows a dialogue opened
-    inside the open emphasis: the stream ends with an in-band error, no text after `*She `
-    reaches the client, and the attempt is recorded as a stray start (an invalid response)."""
+    """`*She nods. "…`: a dialogue opened inside the open emphasis. Nothing of it reaches
+    the client (issue 26 let `*She ` out, then ended in-band): both alpha hosts are judged a
+    stray start before any release, and the router falls back to beta's clean reply."""
     prefix = {"kind": "start_prefix", "prefix": '*She nods. "', "rate": 1.0}
     fleet.load(_paced({"alpha-a": [prefix], "alpha-b": [prefix]}))
     router = make_router(fleet.base_url, fleet.key, events=EventLog(ledger_url))
     async with ServedApp(create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05))) as s:
         arrivals, chunks = await _deltas(s.url)
-    assert [text for _, text in arrivals] == ["*She "]
-    last = chunks[-1]
-    assert last["choices"][0]["finish_reason"] == "error"
-    assert last["error"]["metadata"]["error_type"] == "invalid_response"
+    text = "".join(t for _, t in arrivals)
+    assert text and not text.startswith("*She nods."), text[:40]
+    assert _finish(chunks) == "stop", chunks[-2:]
     await router.events.aflush()  # type: ignore[union-attr]
-    assert ledger_rows(ledger_url, "select outcome, reason from routing_requests") == [
-        ("invalid_response", "stray_start")
-    ]
-    assert ledger_rows(ledger_url, "select validation from routing_attempts") == [("stray_start",)]
+    validations = ledger_rows(ledger_url, "select validation from routing_attempts")
+    assert validations[0] == ("stray_start",) and validations[-1] == ("accepted",), validations
+
+
+# The incident's form with the closing mark 60 characters in: a first read past the
+# 24-character window but short of the mark was released before issue 31.
+CORRUPT = "_*She wipes the long oak counter slowly and carefully, then smiles.* "
+
+
+async def test_issue31_a_host_that_corrupts_every_start_never_reaches_a_client(
+    fleet: FleetHandle, ledger_url: str
+) -> None:
+    """alpha-a corrupts every start with the incident's stray mark; 12 paced streams (before
+    issue 31, 2 of 12 reached the client with the stray mark and were never retried): no
+    client sees a stray mark, every stream is answered whole, and each attempt alpha-a
+    served is a stray start followed by a retry without it."""
+    fleet.load(_paced({"alpha-a": [{"kind": "start_prefix", "prefix": CORRUPT, "rate": 1.0}]}))
+    router = make_router(fleet.base_url, fleet.key, events=EventLog(ledger_url))
+    async with ServedApp(create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05))) as s:
+        for _ in range(12):
+            arrivals, chunks = await _deltas(s.url)
+            text = "".join(t for _, t in arrivals)
+            assert text and not text.startswith("_"), text[:60]
+            assert _finish(chunks) == "stop", chunks[-2:]
+    await router.events.aflush()  # type: ignore[union-attr]
+    rows = ledger_rows(
+        ledger_url, "select operation_id, provider, validation from routing_attempts order by id"
+    )
+    corrupted = {r for r, provider, v in rows if provider == "AlphaA"}
+    assert corrupted, rows  # alpha-a was tried
+    assert all(v == "stray_start" for _, provider, v in rows if provider == "AlphaA"), rows
+    for request in corrupted:
+        assert [p for r, p, _ in rows if r == request][-1] != "AlphaA", rows
