@@ -92,7 +92,6 @@ class Contract(_Strict):
     deadline_ms: int = Field(gt=0, le=600_000)
     streaming: bool = False
     locale: str = "en"  # for the streaming response-start check
-    start_check_chars: int = Field(default=24, ge=1)
     latency_critical: bool = False
     side_effect_free: bool = True
     hedge_after_ms: int | None = Field(default=None, gt=0)

@@ -17,7 +17,7 @@ import httpx
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from ground.settings import GatewayConfig
+from ground.settings import GatewayConfig, RoutingConfig
 from probes.start_decision import decide_start
 from routing.events import EventLog
 from routing.gateway import create_app
@@ -191,3 +191,24 @@ async def test_issue31_a_host_that_corrupts_every_start_never_reaches_a_client(
     assert all(v == "stray_start" for _, provider, v in rows if provider == "AlphaA"), rows
     for request in corrupted:
         assert [p for r, p, _ in rows if r == request][-1] != "AlphaA", rows
+
+
+async def test_issue31_a_start_not_settled_within_its_hold_is_a_slow_first_token(
+    fleet: FleetHandle, ledger_url: str
+) -> None:
+    """alpha's hosts open an emphasis that stays open past `start_hold_s` (0.3 s here, the
+    reply paced at ~15 tokens per second of the 0.1 time scale): the attempt is cut as a slow
+    first token (the client would get its first word that late) and the router falls back
+    to beta, whose reply opens with text."""
+    slow = {"kind": "start_prefix", "prefix": "*" + "She waits, and waits, " * 5, "rate": 1.0}
+    fleet.load(_paced({"alpha-a": [slow], "alpha-b": [slow]}))
+    config = RoutingConfig(start_hold_s=0.3)
+    router = make_router(fleet.base_url, fleet.key, events=EventLog(ledger_url), config=config)
+    async with ServedApp(create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05))) as s:
+        arrivals, chunks = await _deltas(s.url)
+    text = "".join(t for _, t in arrivals)
+    assert text and not text.startswith("*She waits"), text[:40]
+    assert _finish(chunks) == "stop", chunks[-2:]
+    await router.events.aflush()  # type: ignore[union-attr]
+    rows = ledger_rows(ledger_url, "select failure_class, reason from routing_attempts")
+    assert rows[0] == ("slow_first_token", rows[0][1]) and rows[-1][0] is None, rows
