@@ -12,7 +12,8 @@ the request defines; arguments are generated valid against each function's
 `parameters` schema (`fleet/schema_gen.py`: required fields, enums, nested objects,
 arrays, `$ref`). A healthy endpoint calls a function (one call, `finish_reason:
 "tool_calls"`; non-streamed `message.tool_calls` with `content: null`) when a call is
-due, by this rule (`fleet/tools.py::turn`):
+due, by this rule (`fleet/tools.py::turn`; an endpoint with `parallel_tool_calls: N` makes
+the due call N times in the reply, indices 0..N-1, each with its own id and arguments):
 
 - `tool_choice: "none"`: never, the reply is text;
 - `{"type": "function", "function": {"name": N}}`: always, to N (the first tool when N
@@ -317,6 +318,11 @@ def _tool_reply(plan: Plan, turn: tools.ToolTurn, defect: Any, rng: random.Rando
             plan.chunks = bank.chunk_text(tools.as_text(name, arguments, defect.style))
             return True
         plan.tool_calls = [tools.call(name, arguments, rng)]
+        more = plan.endpoint.parallel_tool_calls - 1  # parallel calls, healthy ones
+        plan.tool_calls += [
+            tools.call(due.function.name, tools.dumps(tools.arguments_of(due, rng)), rng)
+            for _ in range(more)
+        ]
         plan.finish_reason = "tool_calls"
         return True
     if turn.results:

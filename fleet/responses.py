@@ -135,38 +135,41 @@ def _deltas(plan: Plan) -> list[dict[str, Any]]:
 
 
 def _merged(deltas: list[dict[str, Any]]) -> dict[str, Any]:
-    """All deltas as one (the whole reply in a single chunk)."""
+    """All deltas as one (the whole reply in a single chunk): each call's pieces joined
+    under its index."""
     content = "".join(d.get("content") or "" for d in deltas)
     reasoning = "".join(d.get("reasoning") or "" for d in deltas)
     out: dict[str, Any] = {"content": content}
     if reasoning:
         out.update(reasoning=reasoning, reasoning_details=_reasoning_detail(reasoning))
-    calls = [tc for d in deltas for tc in d.get("tool_calls") or []]
+    calls: dict[int, dict[str, Any]] = {}
+    for tc in (tc for d in deltas for tc in d.get("tool_calls") or []):
+        piece = tc["function"].get("arguments", "")
+        if tc["index"] not in calls:
+            calls[tc["index"]] = {**tc, "function": {**tc["function"], "arguments": piece}}
+        else:
+            calls[tc["index"]]["function"]["arguments"] += piece
     if calls:
-        first = calls[0]
-        arguments = "".join(tc["function"].get("arguments", "") for tc in calls)
         out["content"] = None
-        out["tool_calls"] = [{**first, "function": {**first["function"], "arguments": arguments}}]
+        out["tool_calls"] = list(calls.values())
     return out
 
 
 def _tool_deltas(plan: Plan) -> list[dict[str, Any]]:
+    """OpenAI's delta format, call after call: the first delta of call `i` carries `index`
+    i, its `id`, `type` and `function.name` (empty arguments), the next ones pieces of its
+    arguments under the same index."""
     assert plan.tool_calls
-    call = plan.tool_calls[0]
-    args = call["function"]["arguments"]
-    first = {
-        "content": None,
-        "tool_calls": [
-            {
-                "index": 0,
-                "id": call["id"],
-                "type": "function",
-                "function": {"name": call["function"]["name"], "arguments": ""},
-            }
-        ],
-    }
-    pieces = [args[i : i + 16] for i in range(0, len(args), 16)] or [""]
-    return [first] + [{"tool_calls": [{"index": 0, "function": {"arguments": p}}]} for p in pieces]
+    out: list[dict[str, Any]] = []
+    for i, call in enumerate(plan.tool_calls):
+        args = call["function"]["arguments"]
+        head = {"index": i, "id": call["id"], "type": "function"}
+        head["function"] = {"name": call["function"]["name"], "arguments": ""}
+        out.append({"tool_calls": [head]})
+        pieces = [args[j : j + 16] for j in range(0, len(args), 16)] or [""]
+        out += [{"tool_calls": [{"index": i, "function": {"arguments": p}}]} for p in pieces]
+    out[0] = {"content": None, **out[0]}
+    return out
 
 
 async def stream_reply(

@@ -354,6 +354,12 @@ class EndpointSpec(_Strict):
         default="off",
         description="`stream`: healthy reasoning in `delta.reasoning` / `reasoning_details` before the content",
     )
+    parallel_tool_calls: int = Field(
+        default=1,
+        ge=1,
+        le=100_000,
+        description="a due call made this many times in one reply (parallel calls, each its own id and arguments)",
+    )
     timing: Timing = Field(default_factory=Timing)
     faults: list[Fault] = Field(default_factory=list)
     defects: list[Defect] = Field(default_factory=list)

@@ -12,8 +12,12 @@ raised, so the tools contract can fail it as `tools:inconsistent_deltas`:
     indices that do not run 0, 1, 2, ... (a gap, or a first call that is not 0)
     arguments sent as an object instead of a JSON string
 
-Bounded: at most MAX_CALLS calls and MAX_ARGUMENT_CHARS characters of arguments each (the
-reply's own byte bound holds too); every string is scrubbed of the key before it is kept.
+Bounded: at most MAX_CALLS calls (MAX_CALLS x 4 entries in one delta) and
+MAX_ARGUMENT_CHARS characters of arguments each (the reply's own byte bound holds too);
+every string is scrubbed of the key before it is kept. A reply over a bound is never read as
+whole: what is past it is dropped and the overflow recorded as a problem like the others
+(more than MAX_CALLS calls, a delta with more entries, arguments cut), so the reply fails as
+`tools:inconsistent_deltas` instead of being judged on calls or arguments cut short.
 """
 
 from __future__ import annotations
@@ -56,6 +60,8 @@ class ToolDeltas:
         if not isinstance(entries, list):
             self._problem("tool_calls is not a list")
             return
+        if len(entries) > MAX_CALLS * 4:
+            self._problem(f"a delta with more than {MAX_CALLS * 4} tool-call entries (cut)")
         for position, entry in enumerate(entries[: MAX_CALLS * 4]):
             if not isinstance(entry, dict):
                 self._problem("a tool-call entry that is not an object")
@@ -81,6 +87,7 @@ class ToolDeltas:
         call = self.calls.get(index)
         if call is None:
             if len(self.calls) >= MAX_CALLS:
+                self._problem(f"more than {MAX_CALLS} tool calls (the rest not read)")
                 return
             if streamed and not call_id and not name:
                 self._problem(f"arguments for index {index} before its call began (no id, no name)")
@@ -103,6 +110,10 @@ class ToolDeltas:
             self._problem(f"arguments of index {call.index} sent as {type(arguments).__name__}")
             arguments = json.dumps(arguments, ensure_ascii=False, default=str)
         room = MAX_ARGUMENT_CHARS - call.size
+        if len(arguments) > room:
+            self._problem(
+                f"arguments of index {call.index} over {MAX_ARGUMENT_CHARS} characters (cut)"
+            )
         if room > 0:
             call.pieces.append(arguments[:room])
             call.size += min(len(arguments), room)

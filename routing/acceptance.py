@@ -2,7 +2,10 @@
 the primary one included, before it is returned, cached, billed as success or
 handed to a tool.
 
-    1. transport complete and envelope parseable (no in-band error)
+    1. transport complete and envelope parseable (no in-band error), and within every cap
+       of the assembler on content (`Completion.over_cap`, routing/response.py: too many
+       tool calls, an overlong call id or name, a second choice): rejected with the cap's
+       own reason, never passed on cut
     2. finish reason: `error` / `content_filter` always rejected; `length`
        rejected when complete output is required; a required reason enforced
     3. structured output: JSON parse, then JSON Schema of the contract
@@ -74,6 +77,8 @@ def _transport_and_finish(completion: Completion, contract: Contract) -> Rejecti
         return Rejection("transport_incomplete", "stream ended without [DONE]")
     if completion.error is not None:
         return Rejection("in_band_error", completion.error.error_type or str(completion.error.code))
+    if completion.over_cap is not None:
+        return Rejection(*completion.over_cap)
     finish = completion.finish_reason
     if finish in ("error", "content_filter"):
         return Rejection(f"finish_{finish}")

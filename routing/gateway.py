@@ -166,9 +166,25 @@ def _chunk(
     )
 
 
+def _tool_call_frames(base: dict[str, Any], comp: Completion) -> list[bytes]:
+    """The reply's tool calls in OpenAI's delta format: for call `i`, a first delta with
+    `index` i, its `id`, `type` and `function.name` (empty arguments), then its arguments
+    under the same index (what the OpenAI SDK's stream helpers and accumulators read)."""
+    frames: list[bytes] = []
+    for i, call in enumerate(comp.tool_calls):
+        head = {"index": i, "id": call.id, "type": "function"}
+        head["function"] = {"name": call.name, "arguments": ""}
+        frames.append(_chunk(base, {"tool_calls": [head]}))
+        if call.arguments:
+            piece = {"index": i, "function": {"arguments": call.arguments}}
+            frames.append(_chunk(base, {"tool_calls": [piece]}))
+    return frames
+
+
 def _closing_frames(base: dict[str, Any], comp: Completion) -> list[bytes]:
-    """The end of an accepted stream: the finish reason, the usage (when reported), [DONE]."""
-    frames = [_chunk(base, {}, comp.finish_reason or "stop")]
+    """The end of an accepted stream: its tool calls (`_tool_call_frames`), the finish
+    reason, the usage (when reported), [DONE]."""
+    frames = [*_tool_call_frames(base, comp), _chunk(base, {}, comp.finish_reason or "stop")]
     if comp.usage:
         frames.append(_sse({**base, "choices": [], "usage": comp.usage}))
     frames.append(b"data: [DONE]\n\n")
@@ -228,7 +244,7 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
         "model": result.route.model,
     }
     if result.rest is None:  # a complete, accepted answer (non-streaming contract, or short reply)
-        yield _chunk(base, _message(result))
+        yield _chunk(base, {"role": "assistant", "content": _message(result)["content"]})
         for frame in _closing_frames(base, result.completion):
             yield frame
         if result.finish is not None:

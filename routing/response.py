@@ -8,7 +8,13 @@ Everything in a `Completion` may reach a client, so every string in it is ours: 
 upstream key scrubbed (the content piece by piece, through `wire.text.StreamScrubber`,
 so a key split across chunks is still found), lone surrogates replaced, usage reduced to
 finite numbers and short strings. A chunk of an unexpected shape is skipped where it can
-be, never raised on (at most `MAX_TOOL_CALLS` tool calls are assembled).
+be, never raised on.
+
+What the assembler holds is bounded, and nothing over a bound is cut and passed as whole: a
+reply over one of its caps on content (more than `MAX_TOOL_CALLS` tool calls, a call's id
+or name longer than `MAX_CALL_FIELD_CHARS`, a choice other than the one asked for) is
+marked (`Completion.over_cap`: the cap's own reason and the detail), and acceptance rejects
+it with that reason (routing/acceptance.py); the calls past the cap are not kept.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from wire.errors import ErrorInfo, parse_error, unparseable
 from wire.text import NO_SECRET, Scrubber, StreamScrubber, upstream_text, valid_unicode
 
 MAX_TOOL_CALLS = 64
+MAX_CALL_FIELD_CHARS = 200  # a tool call's id or function name
 
 
 @dataclass
@@ -41,6 +48,8 @@ class Completion:
     usage: dict[str, Any] | None = None
     done: bool = False  # the stream saw [DONE]
     error: ErrorInfo | None = None  # in-band error (chunk or choice)
+    # the first cap on content the reply went over: (reason, detail); acceptance rejects it
+    over_cap: tuple[str, str] | None = None
 
     @property
     def cost_usd(self) -> float | None:
@@ -56,6 +65,11 @@ def _in_band_error(obj: Any, scrub: Scrubber) -> ErrorInfo:
 
 def _opt_text(value: Any, scrub: Scrubber) -> str | None:
     return upstream_text(value, scrub, 200) if isinstance(value, str) else None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 24 else text[:23] + "…"
 
 
 def _str(value: Any) -> str:
@@ -108,6 +122,10 @@ class StreamAssembler:
         for choice in choices:
             if not isinstance(choice, dict):
                 continue
+            index = choice.get("index", 0)
+            if index != 0 or isinstance(index, bool):  # one choice is asked for (n: 1)
+                self._over("too_many_choices", f"a choice with index {_short(index)}")
+                continue
             delta = choice.get("delta")
             if isinstance(delta, dict):
                 piece = delta.get("content")
@@ -140,6 +158,7 @@ class StreamAssembler:
             if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < 2**31:
                 idx = len(self._calls)
             if idx not in self._calls and len(self._calls) >= MAX_TOOL_CALLS:
+                self._over("too_many_tool_calls", f"more than {MAX_TOOL_CALLS} tool calls")
                 continue
             raw_fn = call.get("function")
             fn: dict[str, Any] = raw_fn if isinstance(raw_fn, dict) else {}
@@ -149,6 +168,22 @@ class StreamAssembler:
             slot.arguments += _str(fn.get("arguments"))
         self.completion.tool_calls = [self._calls[k] for k in sorted(self._calls)]
 
+    def _over(self, reason: str, detail: str) -> None:
+        """Mark the reply over a cap (the first one found is kept)."""
+        if self.completion.over_cap is None:
+            self.completion.over_cap = (reason, detail)
+
+    def _checked_call(self, call: ToolCall) -> ToolCall:
+        """The call scrubbed, its id and name over `MAX_CALL_FIELD_CHARS` marked (they are
+        kept cut, and the reply is rejected for them)."""
+        for reason, value in (
+            ("tool_call_id_too_long", call.id),
+            ("tool_name_too_long", call.name),
+        ):
+            if len(value) > MAX_CALL_FIELD_CHARS:
+                self._over(reason, f"{len(value)} characters > {MAX_CALL_FIELD_CHARS}")
+        return _scrubbed_call(call, self.scrub)
+
     def finish(self) -> str:
         """The stream ended with [DONE]: the content not yet released, with the held-back
         end, and the tool calls scrubbed (only a finished reply's calls are ever handed out)."""
@@ -156,7 +191,7 @@ class StreamAssembler:
         held = self._text.flush()
         self.completion.content += held
         self.completion.tool_calls = [
-            _scrubbed_call(self._calls[k], self.scrub) for k in sorted(self._calls)
+            self._checked_call(self._calls[k]) for k in sorted(self._calls)
         ]
         self.completion.done = True
         return released + held

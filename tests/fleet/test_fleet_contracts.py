@@ -15,6 +15,7 @@ import jsonschema
 import pytest
 
 from fleet.language import LOCALES
+from fleet.scenario import load_scenario
 from tests.fixtures.fleet import FleetHandle
 from tests.fleet.prompts import PROMPTS
 from tests.fleet.signs import (
@@ -410,3 +411,34 @@ def _valid(call: dict[str, Any]) -> bool:
     return jsonschema.Draft202012Validator(SCHEMAS[call["name"]]).is_valid(
         json.loads(call["arguments"])
     )
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_issue31_parallel_tool_calls_each_under_its_own_index(
+    fleet: FleetHandle, stream: bool
+) -> None:
+    """An endpoint with `parallel_tool_calls: 3` makes the due call three times: three calls,
+    distinct ids, valid arguments; streamed, each call's deltas under its own index (0, 1, 2;
+    the first with id, type and name), also when the whole reply is buffered into one chunk."""
+    data = load_scenario("contracts-zoo").model_dump(mode="json")
+    for ep in data["models"][0]["endpoints"]:
+        if ep["tag"] in ("deepinfra/fp8", "buffered/fp8"):
+            ep["parallel_tool_calls"] = 3
+    fleet.load(data, time_scale=TIME_SCALE, seed=0)
+    for tag in ("deepinfra/fp8", "buffered/fp8"):
+        reply = fetch(fleet, body("required", tag, stream=stream))
+        assert reply.index_problems == [] and len(reply.calls) == 3, (tag, reply.calls)
+        assert len({c["id"] for c in reply.calls}) == 3 and reply.finish_reason == "tool_calls"
+        for call in reply.calls:
+            assert call["name"] == "get_weather", (tag, call)
+            jsonschema.validate(json.loads(call["arguments"]), SCHEMAS["get_weather"])
+        if stream:
+            heads = [
+                tc
+                for p in reply.payloads
+                for c in p["choices"]
+                for tc in c["delta"].get("tool_calls") or []
+                if "id" in tc
+            ]
+            assert [tc["index"] for tc in heads] == [0, 1, 2], (tag, heads)
+            assert all(tc["type"] == "function" and tc["function"]["name"] for tc in heads)

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from probes.decode import StreamRecorder, parse_endpoints
+from probes.tool_deltas import MAX_ARGUMENT_CHARS
 from probes.types import Contract, Transcript
 from wire.text import Scrubber
 
@@ -146,3 +147,20 @@ def test_c11_reasoning_disabled_and_its_tokens_are_evidence_only() -> None:
         Transcript(**base, usage=usage, reasoning_chars=40),
     ]
     assert reasoning_evidence(ts) == {"streamed_chars": 40, "tokens_while_disabled": 12}
+
+
+def test_issue31_arguments_over_the_cap_are_named_never_judged_cut() -> None:
+    """Arguments longer than `MAX_ARGUMENT_CHARS` are kept cut, and the cut is recorded as a
+    problem (the reply fails as inconsistent deltas, not as the provider's bad JSON); at the
+    cap itself nothing is recorded."""
+    for size, problems in ((MAX_ARGUMENT_CHARS, []), (MAX_ARGUMENT_CHARS + 1, ["over"])):
+        r = _recorder()
+        args = '{"city": "' + "x" * (size - 12) + '"}'
+        assert len(args) == size
+        r.data(_chunk({"tool_calls": [_call(0, id="c", name="get_weather", args="")]}), 0.1)
+        for i in range(0, size, 5_000):
+            r.data(_chunk({"tool_calls": [_call(0, args=args[i : i + 5_000])]}), 0.2)
+        t = r.finish()
+        found = [p for p in t.tool_delta_problems if "over" in p]
+        assert len(found) == len(problems), t.tool_delta_problems
+        assert all(f"index 0 over {MAX_ARGUMENT_CHARS} characters" in p for p in found), found

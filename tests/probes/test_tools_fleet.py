@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
+from fleet.scenario import load_scenario
 from ground.settings import ProbeConfig
 from probes.client import ProbeClient
 from probes.evidence import evidence_text
 from probes.peer_round import SLOW_OUTPUT, judge_with_peers
 from probes.probeset import ProbeSetResult, run_probe_set
+from probes.tool_deltas import MAX_CALLS
 from probes.types import Contract, OutcomeStatus
 from tests.fixtures.fleet import FleetHandle
 
@@ -130,3 +132,22 @@ def test_c10_c12_against_the_peers(zoo: dict[str, ProbeSetResult]) -> None:
             o.contract.value == contract and o.reason == reason and o.status is S.FAIL
             for o in peer.outcomes[tag]
         ), (tag, [(o.contract.value, o.reason, o.status.value) for o in peer.outcomes[tag]])
+
+
+async def test_issue31_a_reply_over_the_call_cap_fails_never_judged_on_the_first_calls(
+    fleet: FleetHandle,
+) -> None:
+    """A host answering each due call with 17 parallel calls (one over the assembler's
+    `MAX_CALLS`): the canary never judges the first 16 as the whole reply (valid calls, a
+    pass); the tools contract fails as `inconsistent_deltas`, naming the cap."""
+    data = load_scenario("contracts-zoo").model_dump(mode="json")
+    host = next(e for e in data["models"][0]["endpoints"] if e["tag"] == "deepinfra/fp8")
+    host["parallel_tool_calls"] = MAX_CALLS + 1
+    fleet.load(data, time_scale=0.25, seed=0)
+    async with _client(fleet) as client:
+        endpoint = next(e for e in await client.discover(MODEL) if e.tag == "deepinfra/fp8")
+        result = await run_probe_set(client, endpoint, "en")
+    failing = _failing(result)
+    assert ("tools", "inconsistent_deltas") in failing, sorted(failing)
+    text = evidence_text(failing[("tools", "inconsistent_deltas")])
+    assert f"more than {MAX_CALLS} tool calls" in text, text
