@@ -28,7 +28,7 @@ from typing import Any
 Problem = tuple[str, str]
 Rule = Callable[[Any], Problem | None]
 
-ROLES = ("developer", "system", "user", "assistant", "tool", "function")
+ROLES = frozenset({"developer", "system", "user", "assistant", "tool", "function"})
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 MAX_STOP = 4  # OpenAI: up to 4 stop sequences
 LOGIT_BIAS = 100  # OpenAI: each bias an integer between -100 and 100
@@ -56,11 +56,12 @@ def _bad(what: str, value: Any, at: str = "") -> Problem:
 
 
 def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return type(value) is int  # `type`, not isinstance: a boolean is no integer
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    kind = type(value)
+    return kind is int or (kind is float and math.isfinite(value))
 
 
 def integer(lo: int | None = None, hi: int | None = None, what: str = "an integer") -> Rule:
@@ -118,7 +119,7 @@ def logit_bias(value: Any) -> Problem | None:
         return _bad("an object of token ids to biases", value)
     for key, bias in value.items():
         if not (isinstance(key, str) and key.isdigit() and key.isascii()):
-            return f"[{shown(key)}]", "must be keyed by token ids (strings of digits)"
+            return "", f"must be keyed by token ids (strings of digits), got the key {key!r:.40}"
         if not (_is_int(bias) and -LOGIT_BIAS <= bias <= LOGIT_BIAS):
             return _bad(f"an integer between -{LOGIT_BIAS} and {LOGIT_BIAS}", bias, f"[{key}]")
     return None
@@ -177,8 +178,9 @@ def messages(value: Any) -> Problem | None:
     for i, message in enumerate(value):
         if not isinstance(message, dict):
             return _bad("an object", message, f"[{i}]")
-        if message.get("role") not in ROLES:
-            return _bad(f"one of {', '.join(ROLES)}", message.get("role"), f"[{i}].role")
+        role = message.get("role")
+        if type(role) is not str or role not in ROLES:
+            return _bad(f"one of {', '.join(sorted(ROLES))}", role, f"[{i}].role")
         content = message.get("content")
         if content is None or isinstance(content, str):
             continue

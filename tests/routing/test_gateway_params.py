@@ -54,7 +54,7 @@ BAD: list[tuple[str, dict[str, Any]]] = [
     ("logit_bias", {"logit_bias": [1, 2]}),
     ("logit_bias[50256]", {"logit_bias": {"50256": 101}}),
     ("logit_bias[50256]", {"logit_bias": {"50256": 1.5}}),
-    ("logit_bias[the string 'the']", {"logit_bias": {"the": 1}}),
+    ("logit_bias", {"logit_bias": {"the": 1}}),
     ("logprobs", {"logprobs": "yes"}),
     ("top_logprobs", {"top_logprobs": 21}),
     ("response_format", {"response_format": "json"}),
@@ -74,6 +74,7 @@ BAD: list[tuple[str, dict[str, Any]]] = [
     ("messages[0]", {"messages": ["hello"]}),
     ("messages[0].role", {"messages": [{"role": "wizard", "content": "hi"}]}),
     ("messages[1].role", {"messages": [*HI, {"content": "no role"}]}),
+    ("messages[0].role", {"messages": [{"role": ["user"], "content": "hi"}]}),
     ("messages[0].content", {"messages": [{"role": "user", "content": 5}]}),
     ("messages[0].content[0]", {"messages": [{"role": "user", "content": ["hi"]}]}),
 ]
