@@ -89,7 +89,7 @@ async def _refusal(client: openai.AsyncOpenAI, patch: dict[str, Any]) -> dict[st
     """The gateway's error for a good body with `patch` on top (the SDK must raise
     `BadRequestError`)."""
     with pytest.raises(openai.BadRequestError) as raised:
-        await client.chat.completions.create(model="chat", messages=HI, extra_body=patch)  # type: ignore[arg-type]
+        await client.chat.completions.create(model="chat", messages=HI, extra_body=patch)
     error: dict[str, Any] = raised.value.response.json()["error"]
     return error
 
@@ -147,7 +147,7 @@ async def test_issue31_stream_must_be_a_boolean_and_documented_values_pass(
         async with client.chat.completions.stream(
             model="chat",
             messages=HI,
-            extra_body=edges,  # type: ignore[arg-type]
+            extra_body=edges,
         ) as stream:
             final = await stream.get_final_completion()
         await client.close()
