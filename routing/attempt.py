@@ -41,8 +41,9 @@ CONTRACT_KEYS = ("tools", "tool_choice", "functions", "function_call", "n")
 
 
 def refused_keys(body: dict[str, Any]) -> list[str]:
-    """The contract-owned keys a client set (`n: 1` and nulls are harmless and allowed)."""
-    return [k for k in CONTRACT_KEYS if body.get(k) is not None and not (k == "n" and body[k] == 1)]
+    """The contract-owned keys a client set (nulls are harmless and allowed; `n` is checked
+    with the other parameters, routing/params.py: only 1)."""
+    return [k for k in CONTRACT_KEYS if k != "n" and body.get(k) is not None]
 
 
 def client_truncated(body: dict[str, Any], completion: Completion) -> bool:

@@ -116,6 +116,7 @@ class RoutingError(CanaryError):
         status_code: int | None = None,
         reason: str | None = None,
         attempts: int = 0,
+        param: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -123,6 +124,7 @@ class RoutingError(CanaryError):
         self.status_code = status_code  # upstream status, when there was one
         self.reason = reason  # short machine-readable cause, e.g. "context_length_exceeded"
         self.attempts = attempts
+        self.param = param  # the client's parameter at fault (OpenAI's `param`), when one is
         self.attempt_events: list[Any] = []  # the router's AttemptEvents, for callers and tests
 
 

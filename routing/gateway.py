@@ -10,8 +10,11 @@
          body (`request_id`); `canary served --request ID` finds its attempts
          The client's `provider` and `stream_options` are ignored, and so is `model` once it
          has chosen the workload: the contract of the workload chooses the route. `tools`, `tool_choice`, `functions`,
-         `function_call` and `n` (other than 1) belong to the contract: refused (400,
-         reason contract_owned_parameter). A body over settings.gateway.max_body_bytes
+         and `function_call` belong to the contract: refused (400, reason
+         contract_owned_parameter). The OpenAI parameters (`stream` a boolean, `max_tokens`
+         a positive integer, `temperature` 0..2, `n` only 1, ...) are checked by type and
+         range before any route is tried: 400 invalid_parameter, `param` naming the field
+         (routing/params.py). A body over settings.gateway.max_body_bytes
          gets 413, one not in within settings.gateway.body_timeout_s 408 (`BODY_REFUSALS`).
          Our own upstream key/credits rejected (401/402) -> 502 upstream_misconfigured.
     GET  /v1/models             the workloads, in OpenAI's list shape (what `models.list()`
@@ -101,7 +104,7 @@ def error_response(
             "message": upstream_text(exc.message, scrub, 2000),
             "type": cls,
             "code": cls,
-            "param": None,
+            "param": exc.param,
             "failure_class": cls,
             "reason": upstream_text(exc.reason, scrub, 200) if exc.reason else exc.reason,
             "operation_id": operation_id,

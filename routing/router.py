@@ -68,6 +68,7 @@ from routing.listing import ListingBook
 from routing.metrics import RouterMetrics
 from routing.moves import FallBack, LoopBudget, RetrySame, Stop, SwitchProvider, next_move
 from routing.outcomes import Outcomes, StreamEnd
+from routing.params import parameter_problem
 from routing.passive_watch import Announce, PassiveWatch
 from routing.planner import Planner
 from routing.records import AttemptRecord, EventSink
@@ -214,11 +215,10 @@ class Router:
                 f"unknown workload {workload!r}; known: {sorted(self.catalog.contracts)}",
                 operation_id=operation_id, reason="unknown_workload",
             ) from None  # fmt: skip
-        if not isinstance(body.get("messages"), list) or not body["messages"]:
+        problem = parameter_problem(body)  # types and ranges, at the door (routing/params.py)
+        if problem is not None:
             raise PermanentRequestError(
-                "messages must be a non-empty list",
-                operation_id=operation_id,
-                reason="invalid_request",
+                problem[1], operation_id=operation_id, reason="invalid_parameter", param=problem[0]
             )
         refused = refused_keys(body)
         if refused:

@@ -317,11 +317,14 @@ async def test_r2_r9_client_errors_never_retried_and_never_open_a_circuit(
     board = BreakerBoard(BreakerConfig(consecutive_failures=2))
     bad_key = make_router(fleet.base_url, "wrong-key", breakers=board)
     bad_param = make_router(fleet.base_url, fleet.key, breakers=board)
+    # well-formed at the gateway's door (routing/params.py), refused by the upstream: a
+    # response_format whose JSON Schema names no JSON type
+    bad_schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "nope"}}}
     for _ in range(4):
         with pytest.raises(UpstreamMisconfiguredError):
             await bad_key.complete(chat_body(), workload="chat")
         with pytest.raises(PermanentRequestError):
-            await bad_param.complete(chat_body(temperature="hot"), workload="chat")
+            await bad_param.complete(chat_body(response_format=bad_schema), workload="chat")
     assert [r["status"] for r in fleet.requests()] == [401, 400] * 4
     assert board.status("alpha", time.monotonic()) is CircuitStatus.CLOSED
     result = await bad_param.complete(chat_body(), workload="chat")

@@ -154,13 +154,12 @@ async def test_r9_client_max_tokens_truncation_is_the_clients_and_opens_no_circu
                   "tool_choice": "required"}),
         ("tool_agent", {"tool_choice": "none"}),
         ("chat", {"functions": [{"name": "x"}], "function_call": "auto"}),
-        ("classify", {"n": 3}),
     ],
 )  # fmt: skip
 async def test_r9_r6_contract_owned_keys_refused_before_any_route_is_tried(
     fleet: FleetHandle, workload: str, extra: dict[str, object]
 ) -> None:
-    """tools / tool_choice / functions / function_call / n belong to the contract: refused with a clear permanent error, no upstream call, no circuit touched (R6, R9)."""
+    """tools / tool_choice / functions / function_call belong to the contract: refused with a clear permanent error, no upstream call, no circuit touched (R6, R9); `n` other than 1: tests/routing/test_gateway_params.py."""
     fleet.load(routing_scenario())
     board = BreakerBoard(BreakerConfig(consecutive_failures=1))
     router = make_router(fleet.base_url, fleet.key, breakers=board)
