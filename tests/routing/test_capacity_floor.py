@@ -21,7 +21,7 @@ import httpx
 import openai
 import pytest
 
-from ground.settings import GatewayConfig, RoutingConfig
+from ground.settings import GatewayConfig, PassiveConfig, RoutingConfig
 from routing.breaker import BreakerBoard, BreakerConfig, CircuitOpened, CircuitStatus
 from routing.events import EventLog
 from routing.exclusions import static_source
@@ -237,3 +237,29 @@ async def test_issue31_a_pinned_route_is_not_retried_without_its_provider(
     assert (raw.headers["x-route"], raw.headers["x-attempts"]) == ("beta", "2")
     seen = [(r["tag"], r["status"]) for r in fleet.requests()]
     assert seen == [("alpha-a", 200), ("beta-a", 200)], f"upstream attempts: {seen}"
+
+
+def test_issue31_one_allowance_decides_every_layer_and_the_floor() -> None:
+    """The pure decision: the quarantine's list always; an ejection and an open circuit only
+    above the floor (counted with the quarantine's list), else kept and named; the request's
+    own exclusion whenever the route keeps a provider, never emptying a pinned route; and
+    the ejection book asks the same function (so it says kept where a request would)."""
+    from routing.ejection import EjectionBook, Held
+    from routing.providers import ListedEndpoint, allowance
+
+    eps = [ListedEndpoint(f"alpha-{x}", f"Alpha{x.upper()}") for x in "abc"]
+    free = allowance(eps, fixed=[], floor=2, ejected=["AlphaB"], excluded=["alpha-c"])
+    assert free.ignore == ("alpha-b", "alpha-c") and free.providers == ("AlphaA", "AlphaC")
+    assert free.kept == () and free.taken == (("ejected", "AlphaB", ("alpha-b",)),)
+    operator = allowance(
+        eps, fixed=["alpha-a"], floor=2, ejected=["AlphaB"], open_circuits=["AlphaC"],
+        excluded=["alpha-b"],
+    )  # fmt: skip
+    assert operator.kept == (("ejected", "AlphaB"), ("circuit_open", "AlphaC"))
+    assert operator.ignore == ("alpha-a", "alpha-b")  # the request's own exclusion only
+    assert operator.providers == ("AlphaB", "AlphaC")
+    pin = allowance(eps, fixed=[], floor=2, route={"only": ["alpha-a"]}, excluded=["alpha-a"])
+    assert pin.ignore == ()  # never the route's one provider
+    book = EjectionBook(PassiveConfig(max_ejected_share=1.0), floor=2)
+    assert book.decide(MODEL, "AlphaB", "start", eps, 0.0, fixed=["alpha-a"]) is Held.FLOOR
+    assert book.kept(MODEL) == {"alphab"} and book.ejected(MODEL, 0.0) == []
