@@ -50,6 +50,7 @@ _HELD = {
     "observed": "not ejected (ejection is off)",
     "held_share": "not ejected (the share of providers ejected at once is reached)",
     "held_floor": "not ejected (the capacity floor)",
+    "kept_for_capacity": "suspect, kept for capacity (the capacity floor): not ejected",
     "held_unlisted": "not ejected (no listing names the provider)",
 }
 

@@ -24,6 +24,7 @@ from routing.contracts import Contract
 from routing.deadline import AttemptBudget
 from routing.errors import FailureClass as F
 from routing.errors import SlowFirstToken
+from routing.providers import Allowance
 from routing.response import Completion
 from routing.routes import Route
 from routing.schemas import SchemaRegistry
@@ -119,7 +120,8 @@ class AttemptResult:
     budget: Budget | None = None  # the attempt's budgets (R13)
     excluded_before: frozenset[str] = frozenset()  # tags the request had excluded by then
     ignore: tuple[str, ...] = ()  # the provider.ignore it was sent with (the route's aside)
-    excludable: tuple[str, ...] | None = None  # tags that would exclude who served it (floor)
+    excludable: tuple[str, ...] | None = None  # tags that exclude who served it for the request
+    allowance: Allowance | None = None  # what it was allowed to use (routing.providers.allowance)
     provider_tag: str | None = None  # the listing's tag of who served it, when one
     probes: tuple[str, ...] = ()  # provider circuits admitted half-open for this attempt
     client_params: tuple[str, ...] = ()  # output-shaping parameters the client set (attribution)

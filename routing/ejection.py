@@ -9,10 +9,15 @@ Envoy's outlier-detection rule: the n-th ejection of a provider lasts `eject_bas
 capped at `eject_max_s`; a provider not ejected for `eject_forget_s` starts again at one.
 Bounds: at most `max_ejected_share` of the model's listed providers are ejected at once
 (one is always allowed), and an ejection that would leave fewer than `floor` allowed
-endpoints (the quarantine's capacity floor, next to the other ejections in force) is held.
-The router checks the floor again for every request, against that request's whole
-`provider.ignore` (routing/steer.py). An ejection ends by itself: it is in force while
-`now < until`, and nothing has to run for it to end.
+endpoints is not made: the provider is *suspect, kept for capacity* (`Held.FLOOR`), and the
+ledger, the event and /metrics say so. Whether the floor allows it is decided by the one
+function that decides what a request may use (`routing.providers.allowance`), over the same
+layers a request has: the quarantine's list (built-in, runtime, canary: `fixed`, from the
+attempt that gave the evidence) and the other ejections in force; an ejection is applied
+to every request before that request's own exclusions, so what is recorded as ejected is
+what requests leave out. An ejection ends by itself: it is in force while `now < until`,
+and nothing has to run for it to end; `lift` ends it early (a request found the floor
+would not allow it any more: the quarantine's list grew meanwhile).
 
 Gateway-local and in memory: it never writes the quarantine's state, never suspends, and a
 gateway restart forgets it; what it decided is recorded in the ledger (routing/passive_watch.py).
@@ -22,12 +27,12 @@ Without a listing of the model the provider cannot be named as a slug: nothing i
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from ground.settings import PassiveConfig
-from routing.providers import ListedEndpoint, exclusion
+from routing.providers import ListedEndpoint, allowance
 
 
 class Held(StrEnum):
@@ -35,7 +40,7 @@ class Held(StrEnum):
 
     OBSERVE = "observed"  # ejection is off (settings.passive.eject): recorded and announced
     SHARE = "held_share"  # the share of providers ejected at once is reached
-    FLOOR = "held_floor"  # fewer than `floor` allowed endpoints would remain
+    FLOOR = "kept_for_capacity"  # suspect, kept: fewer than `floor` endpoints would remain
     UNLISTED = "held_unlisted"  # no listing names the provider: no slug to ignore
     ALREADY = "already_ejected"  # in force already (a reply that was under way)
 
@@ -84,12 +89,28 @@ class EjectionBook:
         self.config = config or PassiveConfig()
         self.floor = floor
         self._last: dict[tuple[str, str], Ejection] = {}
+        self._kept: set[tuple[str, str]] = set()  # suspect, kept for capacity (the floor)
 
     def ejected(self, model: str, now: float) -> list[Ejection]:
         """The ejections of `model` in force at `now` (each ends by itself at its `until`)."""
         return [
             e for (m, _), e in sorted(self._last.items()) if m == model and e.since <= now < e.until
         ]
+
+    def kept(self, model: str) -> set[str]:
+        """The providers of `model` (lower case) the floor last kept from an ejection."""
+        return {p for m, p in self._kept if m == model}
+
+    def lift(self, model: str, provider: str, now: float) -> Ejection | None:
+        """End the ejection of `provider` in force now (the floor does not allow it any
+        more); the lifted ejection, or None when none was in force."""
+        key = (model, provider.strip().lower())
+        e = self._last.get(key)
+        if e is None or not e.since <= now < e.until:
+            return None
+        self._last[key] = replace(e, until=now)
+        self._kept.add(key)
+        return e
 
     def last(self, model: str, provider: str) -> Ejection | None:
         return self._last.get((model, provider.strip().lower()))
@@ -101,9 +122,11 @@ class EjectionBook:
         reason: str,
         endpoints: Sequence[ListedEndpoint],
         now: float,
+        *,
+        fixed: Iterable[str] = (),
     ) -> Ejection | Held:
         """Eject the suspect `provider` of `model` now, or say why not (see the module
-        docstring); `endpoints`: the model's listing."""
+        docstring); `endpoints`: the model's listing, `fixed`: the quarantine's list."""
         key = provider.strip().lower()
         last = self._last.get((model, key))
         if last is not None and last.since <= now < last.until:
@@ -115,10 +138,14 @@ class EjectionBook:
         active = [e for e in self.ejected(model, now) if e.provider.strip().lower() != key]
         if not share_allows(len(active), len(_names(endpoints)), self.config.max_ejected_share):
             return Held.SHARE
-        ignore = [t for e in active for t in e.tags]
-        tags = exclusion(endpoints, ignore, provider, self.floor)
+        allow = allowance(
+            endpoints, fixed=fixed, floor=self.floor, ejected=[*(e.provider for e in active), key]
+        )
+        tags = next((t for layer, name, t in allow.taken if name == key), None)
         if tags is None:
+            self._kept.add((model, key))
             return Held.FLOOR
+        self._kept.discard((model, key))
         times = ladder_times(last, now, self.config)
         ejection = Ejection(
             model, provider, tags, reason, times, now, now + ejection_length_s(times, self.config)

@@ -116,7 +116,7 @@ class SuspectEvent(_RoutingBase, table=True):
     provider: str
     provider_tag: str | None = None
     reason: str
-    action: str  # "ejected", "observed", "held_share", "held_floor", "held_unlisted"
+    action: str  # "ejected", "observed", "held_share", "kept_for_capacity", "held_unlisted"
     host_k: int
     host_n: int
     peers_k: int

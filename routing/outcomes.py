@@ -4,10 +4,12 @@ END (`stream_finisher`): its final usage and cost replace the provisional attemp
 counted at release, and only then does the breaker / health hear the verdict.
 
 Per (model, provider): when the reply names its provider, the verdict goes to that provider's
-circuit and health (`routing.providers.provider_key`); a failure it answers for goes to the
-route's circuit only when the router could not exclude that provider (no listing, or the
-capacity floor), so one bad provider never opens the model's circuit while the router can
-steer around it. A success counts for both. Each verdict is also production evidence on its
+circuit and health (`routing.providers.provider_key`); a failure it answers for stays its own
+while another provider every request of the route may use is not failing (its circuit not
+open), the capacity floor's kept providers included, so the route's circuit opens only when
+every allowed provider is failing (or without a listing, or on a route pinned to the one
+provider). One bad provider never darkens the model while another can serve: each request
+it fails goes on without it (routing/steer.py). A success counts for both. Each verdict is also production evidence on its
 provider (SPEC O8, `routing/passive_watch.py`).
 """
 
@@ -19,7 +21,7 @@ from typing import Any
 
 from routing.accounting import RequestState, attempt_record, request_record
 from routing.attempt import AttemptResult
-from routing.breaker import BreakerBoard
+from routing.breaker import BreakerBoard, CircuitStatus
 from routing.classify import Classification, Rejection
 from routing.errors import FailureClass
 from routing.health import HealthBook
@@ -100,12 +102,26 @@ class Outcomes:
             if counts:
                 self.health.update_key(key, route.latency_p50_ms, ok=c is None,
                                        latency_s=latency_s, now=now)  # fmt: skip
-        if c is not None and served and res.excludable is not None:
+        if c is not None and served and self._others_serve(res, served, now, scope):
             self.breakers.release(route.id, now, scope)  # the provider answers, not the route
             return
         self.breakers.record(route.id, cls, now, scope)
         if counts:  # a client's error says nothing of the route
             self.health.update(route, ok=c is None, latency_s=latency_s, now=now)
+
+    def _others_serve(self, res: AttemptResult, served: str, now: float, scope: str) -> bool:
+        """Whether `served` is one of the providers every request of the route may use
+        (`Allowance.providers`) and another of them is not failing: its circuit is not open."""
+        name = served.strip().lower()
+        names = [p for p in res.allowance.providers] if res.allowance is not None else []
+        if name not in {p.lower() for p in names}:
+            return False
+        return any(
+            p.lower() != name
+            and self.breakers.status(provider_key(res.route.id, p), now, scope)
+            is not CircuitStatus.OPEN
+            for p in names
+        )
 
     def attempt(self, req: RequestState, res: AttemptResult, **kw: Any) -> None:
         record = attempt_record(req, res, **kw)

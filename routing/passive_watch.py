@@ -6,6 +6,15 @@
     watch.observe(res, cancelled=False)   every attempt's final verdict (routing/outcomes.py)
     watch.ejections.ejected(model, now)   what the steering adds to a request's
                                           provider.ignore (routing/steer.py)
+    watch.kept(model, allowance, now)     a request found an ejection the floor does not
+                                          allow any more: it ends, recorded as kept
+
+An ejection is decided over the quarantine's list the attempt that gave the evidence was
+sent with (`Allowance.fixed`), by the same function that decides every request's
+provider.ignore (`routing.providers.allowance`): an ejection the capacity floor prevents is
+recorded as *suspect, kept for capacity* (action `kept_for_capacity`), in the ledger, the
+event (the alert: an admin is needed, as the quarantine's `blocked_by_floor`) and /metrics;
+never as ejected.
 
 On a suspicion: the ejection decision; a `SuspectRecord` to the ledger the gateway already
 writes (every ejection; a held or observed suspicion at most once per `event_every_s` per
@@ -24,6 +33,8 @@ own verdict goes on its record
     canary_router_provider_suspect{model,provider}                 1 while suspect
     canary_router_provider_ejected{model,provider}                 1 while ejected
     canary_router_provider_ejected_seconds{model,provider}         seconds the ejection has left
+    canary_router_provider_kept_for_capacity{model,provider}       1 while suspect and kept
+                                                                   allowed by the floor
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ from routing.ejection import Ejection, EjectionBook, Held
 from routing.listing import ListingBook
 from routing.metrics import RouterMetrics
 from routing.passive import PassiveBook, Suspicion, passive_verdict
+from routing.providers import Allowance
 from routing.records import EventSink, SuspectRecord, utcnow
 
 Announce = Callable[[SuspectRecord, list[str]], None]  # the record, the reasons suspect now
@@ -97,13 +109,31 @@ class PassiveWatch:
         ttft_ms = None if res.ttft_s is None else res.ttft_s * 1000
         suspicion = self.book.observe(model, served, verdict, ttft_ms=ttft_ms, now=now)
         if suspicion is not None:
-            self._suspected(suspicion, now)
+            fixed = res.allowance.fixed if res.allowance is not None else ()
+            self._suspected(suspicion, now, fixed)
 
-    def _suspected(self, s: Suspicion, now: float) -> None:
+    def kept(self, model: str, allowance: Allowance, now: float) -> None:
+        """A request's allowance kept an ejected provider (the floor, over a quarantine list
+        that grew since the ejection): the ejection ends, recorded as kept for capacity."""
+        for layer, provider in allowance.kept:
+            if layer != "ejected" or self.ejections.lift(model, provider, now) is None:
+                continue
+            suspicions = self.book.suspects(model, now).get(provider)
+            if suspicions:
+                self._tell(suspicions[0], Held.FLOOR, now)
+
+    def _suspected(self, s: Suspicion, now: float, fixed: tuple[str, ...]) -> None:
         endpoints = self.listings.endpoints(s.model) if self.listings is not None else ()
-        decision = self.ejections.decide(s.model, s.provider, s.reason.value, endpoints, now)
+        decision = self.ejections.decide(
+            s.model, s.provider, s.reason.value, endpoints, now, fixed=fixed
+        )
         if decision is Held.ALREADY:
             return
+        self._tell(s, decision, now)
+
+    def _tell(self, s: Suspicion, decision: Ejection | Held, now: float) -> None:
+        """The decision's record to the ledger, its metrics and its announcement."""
+        endpoints = self.listings.endpoints(s.model) if self.listings is not None else ()
         tags = sorted(
             e.tag for e in endpoints if e.provider_name.strip().lower() == s.provider.lower()
         )
@@ -114,7 +144,8 @@ class PassiveWatch:
             isinstance(decision, Ejection) or self._due(s, decision.value, now)
         ):
             self.sink.emit(record)
-        if self.announce is not None and tags and self._due(s, "announced", now):
+        alert = "kept_alert" if decision is Held.FLOOR else "announced"  # its own alert
+        if self.announce is not None and tags and self._due(s, alert, now):
             reasons = [x.reason.value for x in self.book.suspects(s.model, now).get(s.provider, [])]
             self.announce(record, reasons)
 
@@ -167,15 +198,24 @@ class PassiveGauges(Collector):
             "Seconds the provider's local ejection has left (0: not ejected)",
             labels=["model", "provider"],
         )
+        kept = GaugeMetricFamily(
+            "canary_router_provider_kept_for_capacity",
+            "1 while the provider is suspect and the capacity floor keeps it allowed (O8, Q4)",
+            labels=["model", "provider"],
+        )
         for model in w.book.models():
             suspects = w.book.suspects(model, now)
             active = {e.provider.lower(): e for e in w.ejections.ejected(model, now)}
+            floor_kept = w.ejections.kept(model)
             for name in sorted(w.book.figures(model, now)):
                 labels = [model, w.metrics.provider_label(f"model:{model}", name)]
                 e = active.get(name.lower())
                 suspect.add_metric(labels, 1.0 if name in suspects else 0.0)
                 ejected.add_metric(labels, 1.0 if e is not None else 0.0)
                 left.add_metric(labels, max(0.0, e.until - now) if e is not None else 0.0)
+                held = name in suspects and e is None and name.lower() in floor_kept
+                kept.add_metric(labels, 1.0 if held else 0.0)
         yield suspect
         yield ejected
         yield left
+        yield kept

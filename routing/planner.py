@@ -2,8 +2,11 @@
 and what the gateway learns from it.
 
     plan = planner.plan(req, route, quarantine_ignore, now, alternatives=..., needs=...)
-        plan.ignore     the quarantine's list, the providers this request excluded, and the
-                        providers whose circuit is open (`routing/steer.py`)
+        plan.ignore     the quarantine's list, the providers the gateway ejected or whose
+                        circuit is open (above the capacity floor), and the providers this
+                        request excluded (`routing.providers.allowance`, `routing/steer.py`)
+        plan.allowance  the whole decision: also the providers every request of the route
+                        may use, and those the floor kept
         plan.budget     the split (`routing/budget.py`): the attempt's total and first-token
                         budgets, and what is kept for one fallback, from the needs measured
                         (`routing/latency.py`) or listed (`routing/listing.py`)
@@ -14,7 +17,7 @@ and what the gateway learns from it.
 
 A fallback is kept when the attempt budget allows one more attempt and either another
 compatible route is admitted by its circuit, or the same route has another provider to
-steer to (the provider that served a failure is then excluded).
+steer to (the provider that served a failure is then excluded for the request).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from routing.capability import Needs, select_routes
 from routing.deadline import AttemptBudget
 from routing.health import HealthBook
 from routing.latency import LatencyBook, kind_of
-from routing.providers import allowed, listed_ttft_ms
+from routing.providers import Allowance, allowed, listed_ttft_ms
 from routing.routes import Route
 from routing.steer import Steering
 
@@ -38,6 +41,7 @@ from routing.steer import Steering
 @dataclass(frozen=True, slots=True)
 class Plan:
     ignore: list[str]
+    allowance: Allowance
     probes: tuple[str, ...]  # half-open provider circuits admitted for this attempt
     budget: Budget
     timeouts: AttemptBudget
@@ -74,7 +78,8 @@ class Planner:
         a hedged attempt's) are the routes the loop could still fall back to."""
         scope = req.contract.workload
         excluded = req.excluded_for(route.model)
-        ignore, probes = self.steering.ignore_for(route, scope, quarantine, excluded, now)
+        allow, probes = self.steering.allowance_for(route, scope, quarantine, excluded, now)
+        ignore = list(allow.ignore)
         fallback = (
             None
             if alternatives is None or needs is None
@@ -96,7 +101,7 @@ class Planner:
             stall_s=self.config.stall_timeout_s,
             hold_s=self.config.start_hold_s,
         )
-        return Plan(ignore, probes, budget, timeouts)
+        return Plan(ignore, allow, probes, budget, timeouts)
 
     def need(self, req: RequestState, route: Route, ignore: list[str], now: float) -> Need:
         """The route's need over the providers `ignore` leaves it (see routing/budget.py)."""

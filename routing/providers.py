@@ -4,12 +4,16 @@
     parse_listing(payload)                 the listing's rows the router needs; a row it
                                            cannot read is skipped, never fatal
     allowed(endpoints, ignore)             the endpoints an `ignore` list leaves
+    pinned(endpoints, provider)            the endpoints a route's `provider` object lets it
+                                           use (its `only`, or its `order` without fallbacks)
     exclusion(endpoints, ignore, name, floor)
-                                           the tags that exclude the provider `name` for a
-                                           request's following attempts, or None when that
-                                           would leave fewer than `floor` endpoints (the
-                                           quarantine's capacity floor) or the listing does
-                                           not know the name
+                                           the tags that exclude the provider `name`, or None
+                                           when that would leave fewer than `floor` endpoints
+                                           (the quarantine's capacity floor) or the listing
+                                           does not know the name
+    allowance(endpoints, fixed=..., ejected=..., open_circuits=..., excluded=..., floor=...)
+                                           THE decision of what one request may use: every
+                                           layer and the floor (see `allowance`)
     tag_of(endpoints, name)                the one endpoint tag a reply's provider name means
     provider_key(route_id, name)           the breaker and health id of a route's provider
     listed_ttft_ms(endpoints, ignore, q)   the prior for a provider not yet measured: the
@@ -24,7 +28,7 @@ takes slugs. The listing joins the two: every endpoint carries both (`tag`,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,6 +115,86 @@ def exclusion(
     if not mine or len(left) - len(mine) < floor:
         return None
     return tuple(sorted(e.tag for e in mine))
+
+
+def pinned(
+    endpoints: Sequence[ListedEndpoint], provider: Mapping[str, Any]
+) -> list[ListedEndpoint]:
+    """The endpoints a route's `provider` object lets it reach: those its `only` names, else,
+    when it does not allow fallbacks (the router sends `allow_fallbacks: false` unless the route
+    says true), those its `order` names; else all of them. Its `ignore` is a layer of its own."""
+    only = provider.get("only")
+    if only:
+        return [e for e in endpoints if any(e.matched_by(s) for s in only)]
+    order = provider.get("order")
+    if order and not provider.get("allow_fallbacks", False):
+        return [e for e in endpoints if any(e.matched_by(s) for s in order)]
+    return list(endpoints)
+
+
+@dataclass(frozen=True, slots=True)
+class Allowance:
+    """What one request may use of a model's listing (see `allowance`)."""
+
+    fixed: tuple[str, ...]  # always ignored: the route's own ignore and the quarantine's list
+    ignore: tuple[str, ...]  # the attempt's provider.ignore: fixed, then what the layers took
+    providers: tuple[str, ...]  # the route's providers every request may use (fixed, ejections)
+    taken: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (layer, provider, its tags)
+    kept: tuple[tuple[str, str], ...] = ()  # (layer, provider) the floor kept allowed
+
+
+def _names_of(endpoints: Iterable[ListedEndpoint]) -> tuple[str, ...]:
+    return tuple(sorted({e.provider_name for e in endpoints}))
+
+
+def allowance(
+    endpoints: Sequence[ListedEndpoint],
+    *,
+    fixed: Iterable[str],
+    floor: int,
+    route: Mapping[str, Any] | None = None,
+    ejected: Sequence[str] = (),
+    open_circuits: Sequence[str] = (),
+    excluded: Iterable[str] = (),
+) -> Allowance:
+    """What one request on a route of this model may use, every layer in one place:
+
+    1. `fixed` (the route's own `provider.ignore`, the quarantine's built-in, runtime and
+       canary layers): always ignored;
+    2. `ejected` providers (the gateway's ejections in force, SPEC O8), then providers whose
+       circuit is open (`open_circuits`): each ignored only while at least `floor` endpoints
+       of the model stay allowed (the capacity floor, next to the layers before it) and the
+       route keeps one it may use (`route`, its provider object: `pinned`); one the floor
+       holds back is *kept* (allowed, and named in `kept`), never silently skipped;
+    3. `excluded`, the request's own exclusions (the providers that served its failed
+       attempts): each ignored while the route keeps an endpoint it may use. They bound one
+       request, not the capacity every request shares, so the floor does not hold them back.
+
+    `providers` are the route's providers left after 1 and 2: those every request may use.
+    Decisions before a request (an ejection, `routing/ejection.py`) ask the same function."""
+    scope = pinned(endpoints, route or {})
+    out = sorted({s for s in fixed if s.strip()})
+    fixed_out = tuple(out)
+    taken: list[tuple[str, str, tuple[str, ...]]] = []
+    kept: list[tuple[str, str]] = []
+    providers: tuple[str, ...] = ()
+    for layer, names in (("ejected", ejected), ("circuit_open", open_circuits)):
+        for name in names:
+            tags = exclusion(endpoints, out, name, floor)
+            if tags is None:  # the floor keeps it (or it is not allowed anyway)
+                if any(
+                    e.provider_name.lower() == name.strip().lower() for e in allowed(endpoints, out)
+                ):
+                    kept.append((layer, name))
+            elif allowed(scope, [*out, *tags]):  # else a route pinned to it keeps it
+                out = sorted(set(out) | set(tags))
+                taken.append((layer, name, tags))
+        if layer == "ejected":
+            providers = _names_of(allowed(scope, out))
+    for slug in sorted(set(excluded) - set(out)):
+        if allowed(scope, [*out, slug]):
+            out.append(slug)
+    return Allowance(fixed_out, tuple(sorted(out)), providers, tuple(taken), tuple(kept))
 
 
 def tag_of(endpoints: Sequence[ListedEndpoint], provider: str | None) -> str | None:

@@ -9,8 +9,8 @@
                                                        │   ├ capacity + Retry-After that fits ─► wait,
                                                        │   │   same route (once per route); does not
                                                        │   │   fit, or asked again ─► fallback
-                                                       │   ├ the reply's provider answers for it and can
-                                                       │   │   be excluded (listing, capacity floor) ─►
+                                                       │   ├ the reply's provider answers for it and the
+                                                       │   │   route may use another (listing, its pin) ─►
                                                        │   │   same route without that provider (once)
                                                        │   ├ capacity / transient / invalid / slow first
                                                        │   │   token ─► fallback
@@ -555,5 +555,7 @@ class Router:
         res = AttemptResult(
             route=route, started=now, budget=plan.budget, ignore=tuple(plan.ignore),
             excluded_before=frozenset(req.excluded_for(route.model)), probes=probes,
+            allowance=plan.allowance,
         )  # fmt: skip
+        self.passive.kept(route.model, plan.allowance, now)
         return body, res, plan.timeouts

@@ -11,14 +11,17 @@ Circuits per (model, provider): a provider's circuit is the breaker of the id
 `provider_key(route, provider)` (in the same scopes as the route's: the workload). While it is
 open, the provider's tags join every request's `provider.ignore` on that route; when its
 open time is over, one request is let through to it (a half-open probe, given back when
-another provider served). Exclusions never go below the quarantine's capacity floor
-(`floor` endpoints left, `settings.policy.floor`) and need the listing: without one no
-provider is excluded, and every verdict goes to the route's own circuit as before.
+another provider served).
 
-Ejections (SPEC O8, `routing/ejection.py`): a provider the gateway found suspect from
-production traffic joins every request's `provider.ignore` of its model while its ejection
-lasts, after the quarantine's list and the request's own exclusions, and only as far as the
-floor allows for that request.
+What a request may use is decided in one place, `routing.providers.allowance`: the
+quarantine's list and the route's own ignore always; then the providers the gateway ejected
+(production evidence, O8, `routing/ejection.py`) and those whose circuit is open, each only
+above the quarantine's capacity floor (`floor` endpoints left, `settings.policy.floor`), else
+kept (allowed: the floor keeps the capacity); then the request's own exclusions (the
+providers that served its failed attempts), as long as the route keeps a provider it may use
+(a route pinned to one provider is left for another route, never retried without it). All of
+it needs the listing: without one no provider is excluded, and every verdict goes to the
+route's own circuit as before.
 """
 
 from __future__ import annotations
@@ -28,7 +31,15 @@ from collections.abc import Iterable
 from routing.breaker import BreakerBoard, CircuitStatus
 from routing.ejection import EjectionBook
 from routing.listing import ListingBook
-from routing.providers import ListedEndpoint, allowed, exclusion, provider_key, tag_of
+from routing.providers import (
+    Allowance,
+    ListedEndpoint,
+    allowance,
+    allowed,
+    pinned,
+    provider_key,
+    tag_of,
+)
 from routing.routes import Route
 
 
@@ -55,20 +66,27 @@ class Steering:
     def ignore_for(
         self, route: Route, scope: str, ignore: Iterable[str], excluded: Iterable[str], now: float
     ) -> tuple[list[str], tuple[str, ...]]:
-        """The attempt's `provider.ignore`: the quarantine's, the request's exclusions, the
-        providers the gateway ejected (production evidence, O8) and those whose circuit is
-        open, each above the floor; plus the half-open provider circuits admitted as this
-        attempt's probes (the caller gives them back)."""
-        out = sorted(set(ignore) | set(excluded))
-        for ejection in self.ejections.ejected(route.model, now) if self.ejections else ():
-            tags = exclusion(
-                self.endpoints(route), self._base_ignore(route, out), ejection.provider, self.floor
-            )
-            if tags is not None:
-                out = sorted(set(out) | set(tags))
+        """`allowance_for`'s `provider.ignore` and probes."""
+        allow, probes = self.allowance_for(route, scope, ignore, excluded, now)
+        return list(allow.ignore), probes
+
+    def allowance_for(
+        self, route: Route, scope: str, ignore: Iterable[str], excluded: Iterable[str], now: float
+    ) -> tuple[Allowance, tuple[str, ...]]:
+        """What the attempt may use (`routing.providers.allowance`): the quarantine's list
+        (`ignore`), the providers the gateway ejected and those whose circuit is open (above
+        the floor), the request's exclusions; plus the half-open provider circuits admitted
+        as this attempt's probes (the caller gives them back)."""
+        endpoints = self.endpoints(route)
+        fixed = self._base_ignore(route, ignore)
+        ejected = [
+            e.provider for e in (self.ejections.ejected(route.model, now) if self.ejections else ())
+        ]
+        base = allowance(endpoints, fixed=fixed, floor=self.floor, route=route.provider,
+                         ejected=ejected)  # fmt: skip
         probes: list[str] = []
-        names = sorted({e.provider_name for e in allowed(self.endpoints(route), out)})
-        for name in names:
+        failing: list[str] = []
+        for name in base.providers:
             key = provider_key(route.id, name)
             status = self.breakers.status(key, now, scope)
             if status is CircuitStatus.CLOSED:
@@ -76,30 +94,41 @@ class Steering:
             if status is CircuitStatus.HALF_OPEN and self.breakers.admit(key, now, scope):
                 probes.append(key)
                 continue
-            tags = exclusion(self.endpoints(route), self._base_ignore(route, out), name, self.floor)
-            if tags is not None:
-                out = sorted(set(out) | set(tags))
-        return out, tuple(probes)
+            failing.append(name)
+        allow = allowance(
+            endpoints, fixed=fixed, floor=self.floor, route=route.provider, ejected=ejected,
+            open_circuits=failing, excluded=excluded,
+        )  # fmt: skip
+        return allow, tuple(probes)
 
     def excludable(
         self, route: Route, ignore: Iterable[str], served_by: str | None
     ) -> tuple[str, ...] | None:
-        """The tags that would exclude `served_by` for the request's following attempts, or
-        None (no listing, a name it does not know, or the capacity floor)."""
+        """The tags that would exclude `served_by` for the request's following attempts on
+        this route, or None (no listing, a name it does not know, or no other provider the
+        route may use: a route pinned to it). The capacity floor does not hold back one
+        request's exclusion (`routing.providers.allowance`)."""
         if not served_by:
             return None
-        return exclusion(
-            self.endpoints(route), self._base_ignore(route, ignore), served_by, self.floor
+        name = served_by.strip().lower()
+        left = allowed(
+            pinned(self.endpoints(route), route.provider), self._base_ignore(route, ignore)
         )
+        mine = tuple(sorted(e.tag for e in left if e.provider_name.lower() == name))
+        if not mine or len(mine) == len(left):
+            return None
+        return mine
 
     def provider_tag(self, route: Route, served_by: str | None) -> str | None:
         return tag_of(self.endpoints(route), served_by)
 
     def another_provider(self, route: Route, ignore: Iterable[str]) -> bool:
-        """Whether one provider of the route could be excluded and the floor still kept: a
-        same-route fallback (another provider) is possible."""
-        left = allowed(self.endpoints(route), self._base_ignore(route, ignore))
-        return len({e.provider_name.lower() for e in left}) >= 2 and len(left) > self.floor
+        """Whether the route may still use two providers: a same-route fallback (another
+        provider, the one that failed excluded for the request) is possible."""
+        left = allowed(
+            pinned(self.endpoints(route), route.provider), self._base_ignore(route, ignore)
+        )
+        return len({e.provider_name.lower() for e in left}) >= 2
 
     def release(self, probes: Iterable[str], now: float, scope: str) -> None:
         for key in probes:

@@ -9,7 +9,8 @@ declared with the deployments (`deployments/local.py`) reacts to.
                   canary.reason
         payload   reason, reasons (every reason it is suspect for now), contracts (the
                   canary contracts that confirm the reason; [] = every one), evidence in
-                  words, host and peers k/n, p_adjusted, action (ejected, or why held),
+                  words, host and peers k/n, p_adjusted, action (ejected, or why held:
+                  kept_for_capacity is the alert that the capacity floor kept it),
                   times, until, gateway
 
 `suspect_event(record, reasons)` builds it (pure); `emit_suspect` sends it through Prefect's

@@ -128,8 +128,12 @@ async def test_r9_stream_failing_after_release_counts_against_the_route(
 async def test_r7_released_stream_passes_the_contract_checks_at_its_end(
     fleet: FleetHandle, ledger_url: str
 ) -> None:
-    """A streamed reply shorter than the contract's min_output_chars ends with an in-band error and is recorded as a validation rejection, not accepted (R7, R10)."""
-    fleet.load(routing_scenario())
+    """A streamed reply shorter than the contract's min_output_chars ends with an in-band error and is recorded as a validation rejection, not accepted (R7, R10). Paced, so its start settles and is released before the reply ends."""
+    scenario = routing_scenario()
+    for model in scenario["models"]:
+        for ep in model["endpoints"]:
+            ep["timing"] = {"ttft_s": 0.5, "tokens_per_s": 15.0, "jitter": 0.0}
+    fleet.load(scenario)
     catalog = routing_catalog(
         chat={"constraints": {"complete_output_required": False, "min_output_chars": 100_000}}
     )

@@ -93,21 +93,29 @@ async def test_r13_the_provider_that_corrupted_the_start_is_excluded_and_its_cir
 async def test_r13_q4_the_capacity_floor_keeps_a_two_provider_model_whole(
     fleet: FleetHandle,
 ) -> None:
-    """With two providers, excluding one would leave one (below the floor of two): nothing is
-    excluded, the failure is the route's, and the request falls back to beta as before; the
-    route's own circuit answers for it (R9, Q4)."""
+    """With two providers, leaving one out of every request would leave one (below the floor
+    of two): AlphaA's open circuit does not take it from the model, the floor keeps it
+    allowed. Each request it fails goes on without it on the same route (AlphaB answers),
+    and its failures stay its own: alpha's circuit stays closed while AlphaB serves (R9, Q4,
+    issue 31)."""
     fleet.load(routing_scenario(defects={"alpha-a": STRAY}))
     board = BreakerBoard(BreakerConfig(consecutive_failures=1, open_for_s=60))
     router = make_router(fleet.base_url, fleet.key, breakers=board, listed=True,
                          catalog=routing_catalog(chat={"route_groups": ["text"]}))  # fmt: skip
     assert router.listings is not None
     await router.listings.refresh(["acme/alpha", "acme/beta"])
-    result = await router.stream(chat_body(), workload="chat")
-    await result.close()
-    assert [a.route_id for a in result.attempts] == ["alpha", "beta"]
-    assert [(r["tag"], _ignored(r)) for r in fleet.requests()] == [("alpha-a", []), ("beta-a", [])]
-    assert result.attempts[0].provider_tag == "alpha-a" and result.attempts[1].excluded is None
-    assert board.status("alpha", time.monotonic(), "chat") is CircuitStatus.OPEN
+    for _ in range(2):
+        result = await router.stream(chat_body(), workload="chat")
+        await result.close()
+        assert [a.provider for a in result.attempts] == ["AlphaA", "AlphaB"]
+        assert [a.route_id for a in result.attempts] == ["alpha", "alpha"]
+    assert [(r["tag"], _ignored(r)) for r in fleet.requests()] == [
+        ("alpha-a", []), ("alpha-b", ["alpha-a"]),
+        ("alpha-a", []), ("alpha-b", ["alpha-a"]),  # its circuit is open: the floor keeps it
+    ]  # fmt: skip
+    now = time.monotonic()
+    assert board.status(provider_key("alpha", "AlphaA"), now, "chat") is CircuitStatus.OPEN
+    assert board.status("alpha", now, "chat") is CircuitStatus.CLOSED
 
 
 async def test_r13_without_a_listing_nothing_is_excluded(fleet: FleetHandle) -> None:
