@@ -16,7 +16,7 @@ provider (SPEC O8, `routing/passive_watch.py`).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from routing.accounting import RequestState, attempt_record, request_record
@@ -134,8 +134,8 @@ class Outcomes:
         record = attempt_record(req, res, **kw)
 
         def publish() -> None:
-            self.verdict(res, scope)
-            self._publish(record)
+            self.verdict(res, scope)  # sets `res.passive`: the record says it too
+            self._publish(replace(record, passive=res.passive))
 
         req.later(publish)
 

@@ -147,12 +147,14 @@ async def test_r9_r13_an_open_provider_circuit_is_probed_again_and_closes(
 
     async def one() -> list[str]:
         result = await router.stream(chat_body(), workload="chat")
-        assert result.rest is not None and result.finish is not None
-        _ = [p async for p in result.rest]
+        # released and relayed to its end, or (whole before its start settled) judged whole
+        if result.rest is not None:
+            _ = [p async for p in result.rest]
         await result.close()
         from routing.outcomes import StreamEnd
 
-        await result.finish(StreamEnd.accepted())
+        if result.finish is not None:
+            await result.finish(StreamEnd.accepted())
         return [a.provider or "" for a in result.attempts]
 
     assert await one() == ["AlphaA", "AlphaB"]
