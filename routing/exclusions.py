@@ -4,7 +4,7 @@
 
 `CachedIgnoreSource` wraps any source so a request adds ~0 ms: it answers from the list it
 holds per model and refreshes it off the request path (each fetch bounded by
-`ignore_fetch_timeout_s`, one at a time per model). Run by the gateway (`keep_loaded`:
+`ignore_fetch_timeout_s`, one at a time per model). Run by the gateway (`start_loading`:
 the lists of every workload's models fetched at start and every `ignore_ttl_s`, written to
 `IgnoreFile` after each round that fetched one), or on its own (a list older than
 `ignore_ttl_s` is returned at once while one background refresh runs). A runtime exclusion
@@ -118,7 +118,7 @@ class CachedIgnoreSource:
         self._errors: dict[str, str] = {}  # model -> the failing source's exception type
         self._failures: dict[str, int] = {}
         self._inflight: dict[str, asyncio.Task[None]] = {}
-        self._models: tuple[str, ...] = ()  # what `keep_loaded` keeps
+        self._models: tuple[str, ...] = ()  # what `start_loading` keeps loaded
         self._loading = False
 
     @property
@@ -218,12 +218,18 @@ class CachedIgnoreSource:
             self._file_problem = str(exc)
             log.error("ignore-list file not used: %s", exc)
 
-    async def keep_loaded(self, models: Iterable[str]) -> None:
-        """Fetch every model's list now and every `ignore_ttl_s` after (forever: the gateway's
-        background task), and keep the lists in the file after each round that fetched one."""
+    def start_loading(self, models: Iterable[str]) -> asyncio.Task[None]:
+        """The gateway's loader of `models`' lists, started (its task: cancel it to stop);
+        from this call on `not_ready()` answers for them (so no request finds the gateway
+        ready before the loader ran), the kept file already read."""
         self._models = tuple(sorted(set(models)))
         self._loading = True
         self.read_kept()
+        return asyncio.create_task(self._keep_loaded())
+
+    async def _keep_loaded(self) -> None:
+        """Fetch every model's list now and every `ignore_ttl_s` after (forever), and keep
+        the lists in the file after each round that fetched one."""
         written: dict[str, KnownList] = {}
         try:
             while True:

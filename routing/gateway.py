@@ -25,10 +25,10 @@
                                  provider.ignore list yet (R14)
 
 Readiness (R14): the gateway fetches the provider.ignore list of every model of every
-workload's routes when it starts and every `ignore_ttl_s` after (`CachedIgnoreSource.
-keep_loaded`); until each has one, /healthz answers 503 not_ready, and a request for a model
-without a list waits for it up to `ignore_wait_s`, then is refused (503, reason
-`quarantine_not_loaded`): never routed without the quarantine. A source that fails later
+workload's routes when it starts and every `ignore_ttl_s` after
+(`CachedIgnoreSource.start_loading`); until each has one, /healthz answers 503 not_ready,
+and a request for a model without a list waits for it up to `ignore_wait_s`, then is
+refused (503, reason `quarantine_not_loaded`): never routed without the quarantine. A source that fails later
 leaves the last list in use (kept in `settings.resolved_ignore_file` for a restart), with
 a log line and the `canary_router_ignore_*` gauges.
 
@@ -575,8 +575,7 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
     tasks: list[asyncio.Task[None]] = []
     ignore_lists = _ignore_lists(router)
     if ignore_lists is not None:
-        workload_models = router.catalog.workload_models()
-        tasks.append(asyncio.create_task(ignore_lists.keep_loaded(workload_models)))
+        tasks.append(ignore_lists.start_loading(router.catalog.workload_models()))
     if listings is not None:
         models = sorted({r.model for r in router.catalog.routes.routes})
         await listings.refresh(models)

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import shutil
 import time
 import uuid
@@ -36,6 +37,14 @@ from quarantine.adapters.store import aupdate_state
 from quarantine.models import Mode, ModelState, ProviderState
 from routing.compose import build_router
 from routing.gateway import create_app
+from routing.ignore_lists import (
+    IgnoreFileError,
+    KnownList,
+    ListStatus,
+    decode_lists,
+    encode_lists,
+    not_ready,
+)
 from routing.routes import DEFAULT_DIR
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import FAST, ServedApp, chat_body
@@ -360,3 +369,56 @@ async def test_r14_no_list_at_all_is_not_ready_and_refuses_with_the_reason(
     assert _served(fleet, world.mx) == [], "a request went upstream without the quarantine"
     assert any("ignore-list file not used" in r.getMessage() and str(path) in r.getMessage()
                for r in caplog.records), caplog.text  # fmt: skip
+
+
+T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("raw", "names"),
+    [
+        (b'{"version": 1, "lists": {', "not JSON"),
+        (b'{"version": 2, "lists": {}}', "not a version 1 ignore-list document"),
+        (b'{"version": 1, "lists": []}', "'lists' must be an object"),
+        (
+            b'{"version": 1, "lists": {"acme/q": {"tags": "x-a", "fetched_at": "2026-05-01T12:00:00+00:00"}}}',
+            "lists['acme/q']",
+        ),
+        (
+            b'{"version": 1, "lists": {"acme/q": {"tags": ["x-a"], "fetched_at": "2026-05-01T12:00:00"}}}',
+            "with a zone",
+        ),
+        (
+            b'{"version": 1, "lists": {"acme/q": {"tags": ["x-a"], "fetched_at": "yesterday"}}}',
+            "lists['acme/q']",
+        ),
+    ],
+)
+def test_r14_a_kept_file_that_cannot_be_used_is_refused_naming_why(raw: bytes, names: str) -> None:
+    """The kept lists are used whole or not at all: each defect is an IgnoreFileError naming
+    the file and what is wrong (no partly read file is routed with)."""
+    with pytest.raises(IgnoreFileError, match=re.escape(names)) as refused:
+        decode_lists(raw, "/state/gateway/ignore-lists.json")
+    assert "/state/gateway/ignore-lists.json" in str(refused.value)
+
+
+def test_r14_kept_lists_round_trip_as_persisted_and_readiness_names_the_missing() -> None:
+    """What the gateway writes it reads back (tags, time; origin persisted); readiness is
+    None only when every model has a list, else names each missing one and why."""
+    lists = {"acme/q": KnownList(("x-b", "x-a"), T0), "acme/r": KnownList((), T0)}
+    back = decode_lists(encode_lists(lists), "f")
+    assert back == {
+        "acme/q": KnownList(("x-a", "x-b"), T0, "persisted"),
+        "acme/r": KnownList((), T0, "persisted"),
+    }
+    loaded = ListStatus("acme/q", back["acme/q"], failing=True, error="ConnectError", failures=3)
+    loading = ListStatus("acme/r", None, failing=False, error=None, failures=0)
+    failed = ListStatus("acme/s", None, failing=True, error="TimeoutError", failures=1)
+    assert not_ready([loaded]) is None
+    why = not_ready([loaded, loading, failed], "f: not JSON")
+    assert why is not None and "2 model(s)" in why and "acme/q" not in why, why
+    assert "acme/r: first fetch in progress" in why, why
+    assert "acme/s: ignore source failed (TimeoutError)" in why and "f: not JSON" in why, why
+    view = loaded.view(T0 + timedelta(seconds=90))
+    assert view == {"loaded": True, "origin": "persisted", "age_s": 90.0,
+                    "source": "failing (ConnectError)", "failures": 3}  # fmt: skip
