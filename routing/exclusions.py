@@ -240,8 +240,8 @@ class CachedIgnoreSource:
             self._loading = False
 
     async def _keep(self, written: dict[str, KnownList]) -> dict[str, KnownList]:
-        """Write the lists when a fetch changed them since the last write (the file's other
-        models, another gateway's, are kept)."""
+        """Write the lists after a round that fetched one (with its time: a restart knows
+        how old what it kept is); the file's other models (another gateway's) are kept."""
         fetched = {m: e.known for m, e in self._entries.items() if e.known.origin == "fetched"}
         if self._store is None or not fetched or fetched == written:
             return written
