@@ -253,10 +253,26 @@ class RoutingConfig(BaseModel):
     )
     connect_timeout_s: float = Field(default=5.0, gt=0, description="Upstream connect bound.")
     ignore_ttl_s: float = Field(
-        default=2.0, ge=0, description="Cache of the quarantine's provider.ignore."
+        default=2.0,
+        ge=0,
+        description="The quarantine's provider.ignore is re-read this often (in the background).",
     )
     ignore_fetch_timeout_s: float = Field(
-        default=0.25, gt=0, description="Bound on one provider.ignore fetch (else built-in layer)."
+        default=10.0,
+        gt=0,
+        description="Bound on one provider.ignore fetch (in the background, never on a "
+        "request's path; a failed one keeps the last list).",
+    )
+    ignore_wait_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="R14: a request waits this long for its model's first provider.ignore list; "
+        "then 503 quarantine_not_loaded (never routed without the quarantine).",
+    )
+    ignore_file: Path | None = Field(
+        default=None,
+        description="R14: the last provider.ignore lists, kept for a start with the source "
+        "down; default <home>/gateway/ignore-lists.json.",
     )
     max_connections: int = Field(default=200, ge=1, description="Upstream connection pool.")
     # bounds on what an upstream can make the gateway hold (README: Security)
@@ -693,6 +709,11 @@ class Settings(BaseSettings):
     @property
     def resolved_ledger_url(self) -> str:
         return self.ledger_url or f"sqlite:///{self.home / 'ledger.db'}"
+
+    @property
+    def resolved_ignore_file(self) -> Path:
+        """Where the gateway keeps its last provider.ignore lists (`routing.ignore_file`)."""
+        return self.routing.ignore_file or self.home / "gateway" / "ignore-lists.json"
 
 
 _built: tuple[object, Settings] | None = None  # (what it was built from, the settings)

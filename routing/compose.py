@@ -6,7 +6,9 @@ its own config whole.
     catalog        the contracts and routes (`settings.routing.contracts_dir`, else the
                    shipped examples)
     upstream       `settings.base_url` with `settings.api_key` (`Upstream`, settings.routing)
-    ignore source  the quarantine's merged `provider.ignore`, cached (settings.routing)
+    ignore source  the quarantine's merged `provider.ignore`, cached (settings.routing); its
+                   last lists kept in `settings.resolved_ignore_file` (only for the
+                   quarantine's own source: a stand-in never overwrites them)
     breakers       settings.breaker
     events         the ledger (`settings.resolved_ledger_url`), unless `events=False`
     listings       the routes' endpoints listings through the same upstream, read by the
@@ -29,7 +31,7 @@ from pathlib import Path
 from ground.settings import Settings
 from routing.breaker import BreakerBoard
 from routing.events import EventLog
-from routing.exclusions import CachedIgnoreSource, IgnoreSource, quarantine_source
+from routing.exclusions import CachedIgnoreSource, IgnoreFile, IgnoreSource, quarantine_source
 from routing.listing import ListingBook
 from routing.router import Router
 from routing.routes import load_catalog
@@ -50,10 +52,13 @@ def build_router(
     `ignore_source` replace the settings' contracts and the quarantine's exclusions."""
     s = settings
     upstream = Upstream(s.base_url, s.api_key, s.routing)
+    kept = IgnoreFile(s.resolved_ignore_file) if ignore_source is None else None
     return Router(
         load_catalog(contracts_dir or s.routing.contracts_dir),
         upstream,
-        ignore_source=CachedIgnoreSource(ignore_source or quarantine_source(), s.routing),
+        ignore_source=CachedIgnoreSource(
+            ignore_source or quarantine_source(), s.routing, store=kept
+        ),
         breakers=BreakerBoard(s.breaker),
         events=EventLog(s.resolved_ledger_url) if events else None,
         config=s.routing,

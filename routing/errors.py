@@ -10,6 +10,8 @@ The failure classes of the router (SPEC R2):
      │    └── SlowFirstTokenError    no content within the attempt's first-token budget (R13):
      │                               a route-level outcome, falls back
      ├── CapacityError               429, overloaded, selected 5xx: honour Retry-After or fall back
+ │    └── QuarantineNotLoadedError  no provider.ignore list of the route's model yet (R14):
+ │                               refused (503), never routed without the quarantine
      ├── InvalidResponseError        HTTP success that fails acceptance (malformed JSON, unknown
      │                               tool, missing field, truncation): reject, then fall back
      ├── AmbiguousCompletionError    connection lost after the provider may have accepted:
@@ -153,6 +155,15 @@ class SlowFirstTokenError(TransientTransportError):
 
 class CapacityError(RoutingError):
     failure_class = FailureClass.CAPACITY
+    http_status = 503
+
+
+class QuarantineNotLoadedError(CapacityError):
+    """The gateway holds no provider.ignore list of the route's model yet (never fetched,
+    nothing persisted; routing/exclusions.py): the request is refused (503, reason
+    `quarantine_not_loaded`) rather than routed without the canary's suspensions and the
+    operator's runtime exclusions (R14, Q7). Nothing was attempted."""
+
     http_status = 503
 
 

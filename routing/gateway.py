@@ -21,7 +21,19 @@
                                 and chat front-ends discover)
     GET  /metrics               Prometheus text (the router's own registry: counters and
                                 the R11 figures, with the masking warning)
-    GET  /healthz               {"status": "ok", "workloads": [...], "routes": [...]}
+    GET  /healthz               {"status": "ok", "workloads": [...], "routes": [...],
+                                 "ignore_lists": {model: {"loaded", "origin", "age_s",
+                                 "source", "failures"}}}; 503 with "status": "not_ready"
+                                 and a "reason" naming each model without a
+                                 provider.ignore list yet (R14)
+
+Readiness (R14): the gateway fetches the provider.ignore list of every model of every
+workload's routes when it starts and every `ignore_ttl_s` after
+(`CachedIgnoreSource.start_loading`); until each has one, /healthz answers 503 not_ready,
+and a request for a model without a list waits for it up to `ignore_wait_s`, then is
+refused (503, reason `quarantine_not_loaded`): never routed without the quarantine. A source that fails later
+leaves the last list in use (kept in `settings.resolved_ignore_file` for a restart), with
+a log line and the `canary_router_ignore_*` gauges.
 
 Errors use OpenAI's shape plus our failure class and the operation id:
 
@@ -75,6 +87,7 @@ from routing.errors import (
     PermanentRequestError,
     RoutingError,
 )
+from routing.exclusions import CachedIgnoreSource
 from routing.outcomes import StreamEnd
 from routing.records import EventSink
 from routing.response import Completion
@@ -528,15 +541,30 @@ async def metrics(request: Request) -> Response:
 
 
 async def healthz(request: Request) -> Response:
-    """GET /healthz: the workloads and routes the gateway serves."""
-    catalog = _state(request).router.catalog
-    return JSONResponse(
-        {
-            "status": "ok",
-            "workloads": sorted(catalog.contracts),
-            "routes": [r.id for r in catalog.routes.routes],
-        }
-    )
+    """GET /healthz: the workloads and routes the gateway serves and the standing of its
+    provider.ignore lists; 503 not_ready, with the reason, until every list is loaded."""
+    router = _state(request).router
+    catalog = router.catalog
+    body: dict[str, Any] = {
+        "status": "ok",
+        "workloads": sorted(catalog.contracts),
+        "routes": [r.id for r in catalog.routes.routes],
+    }
+    lists = _ignore_lists(router)
+    if lists is None:
+        return JSONResponse(body)
+    now, statuses = lists.scrape()
+    body["ignore_lists"] = {st.model: st.view(now) for st in statuses}
+    reason = lists.not_ready()
+    if reason is None:
+        return JSONResponse(body)
+    return JSONResponse({**body, "status": "not_ready", "reason": reason}, status_code=503)
+
+
+def _ignore_lists(router: Router) -> CachedIgnoreSource | None:
+    """The router's cached provider.ignore lists (None: a plain source, nothing to load)."""
+    source = router.ignore_source
+    return source if isinstance(source, CachedIgnoreSource) else None
 
 
 async def flush_every(sink: EventSink, every_s: float) -> None:
@@ -552,13 +580,18 @@ async def flush_every(sink: EventSink, every_s: float) -> None:
 
 @contextlib.asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
-    """Read the routes' endpoints listings (each fetch bounded by `listing_timeout_s`, so a
-    start waits at most that long), freeze what is loaded, then while the app serves flush
-    the router's events every `events_flush_s` and re-read the listings every
-    `listing_refresh_s`; at shutdown, flush the events once more and close the upstream pool."""
+    """Start loading the provider.ignore lists of every workload's models (in the
+    background: /healthz says not ready until they are), read the routes' endpoints listings
+    (each fetch bounded by `listing_timeout_s`, so a start waits at most that long), freeze
+    what is loaded, then while the app serves flush the router's events every
+    `events_flush_s` and re-read the listings every `listing_refresh_s`; at shutdown, flush
+    the events once more and close the upstream pool."""
     gw: GatewayState = app.state.gateway
     router, events, listings = gw.router, gw.router.events, gw.router.listings
     tasks: list[asyncio.Task[None]] = []
+    ignore_lists = _ignore_lists(router)
+    if ignore_lists is not None:
+        tasks.append(ignore_lists.start_loading(router.catalog.workload_models()))
     if listings is not None:
         models = sorted({r.model for r in router.catalog.routes.routes})
         await listings.refresh(models)
@@ -575,6 +608,8 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
                 await task
         if events is not None:
             await events.aflush()
+        if ignore_lists is not None:
+            await ignore_lists.aclose()
         await router.upstream.aclose()
 
 

@@ -25,6 +25,17 @@ Counters (rates are ratios of counters, in PromQL or `snapshot()`):
 The suspect and ejected states per (model, provider) are gauges computed when scraped
 (`routing.passive_watch.PassiveGauges`).
 
+The provider.ignore lists the gateway routes with, per model, computed when scraped
+(`IgnoreListGauges`, over `routing.exclusions.CachedIgnoreSource.status`; R14):
+
+    canary_router_ignore_list_loaded{model}           1 once the model has a list (else its
+                                                      requests are refused, 503)
+    canary_router_ignore_list_age_seconds{model}      since the list in use was fetched (a
+                                                      list kept from an earlier run included)
+    canary_router_ignore_source_failing{model}        1 while the source's last answer for the
+                                                      model was a failure (the last list is kept)
+    canary_router_ignore_fetch_failures_total{model}  failed fetches
+
 The warning pair of R11: `http_success` rising while `validation_rejections`
 rises too means transport availability is masking contract failures;
 `snapshot()` reports both rates side by side.
@@ -44,13 +55,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ground.settings import RoutingConfig
+from routing.ignore_lists import ListStatus
 from routing.masking import MaskingWatch
 from routing.records import AttemptRecord, RequestRecord
 
@@ -100,6 +113,42 @@ class _Figures(Collector):
             "1 while HTTP success holds or rises and validation rejection rises (R11)",
             value=1.0 if m.watch.warning(now) is not None else 0.0,
         )
+
+
+class IgnoreListGauges(Collector):
+    """The provider.ignore lists' standing per model (see the module docstring); `status`
+    gives the wall-clock now and each model's `ListStatus`."""
+
+    def __init__(self, status: Callable[[], tuple[datetime, list[ListStatus]]]) -> None:
+        self.status = status
+
+    def collect(self) -> Iterator[Metric]:
+        now, statuses = self.status()
+        loaded = GaugeMetricFamily(
+            "canary_router_ignore_list_loaded", "1 once the model has a provider.ignore list",
+            labels=["model"],
+        )  # fmt: skip
+        age = GaugeMetricFamily(
+            "canary_router_ignore_list_age_seconds",
+            "Seconds since the provider.ignore list in use was fetched", labels=["model"],
+        )  # fmt: skip
+        failing = GaugeMetricFamily(
+            "canary_router_ignore_source_failing",
+            "1 while the ignore source's last answer for the model was a failure",
+            labels=["model"],
+        )  # fmt: skip
+        failures = CounterMetricFamily(
+            "canary_router_ignore_fetch_failures", "Failed provider.ignore fetches",
+            labels=["model"],
+        )  # fmt: skip
+        for st in statuses:
+            loaded.add_metric([st.model], 0.0 if st.known is None else 1.0)
+            seconds = st.age_s(now)
+            if seconds is not None:
+                age.add_metric([st.model], seconds)
+            failing.add_metric([st.model], 1.0 if st.failing else 0.0)
+            failures.add_metric([st.model], float(st.failures))
+        yield from (loaded, age, failing, failures)
 
 
 class RouterMetrics:

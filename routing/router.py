@@ -60,12 +60,12 @@ from routing.errors import (
     PermanentRequestError,
     RoutingError,
 )
-from routing.exclusions import IgnoreSource
+from routing.exclusions import CachedIgnoreSource, IgnoreSource
 from routing.health import HealthBook
 from routing.hedge import hedged
 from routing.latency import LatencyBook
 from routing.listing import ListingBook
-from routing.metrics import RouterMetrics
+from routing.metrics import IgnoreListGauges, RouterMetrics
 from routing.moves import FallBack, LoopBudget, RetrySame, Stop, SwitchProvider, next_move
 from routing.outcomes import Outcomes, StreamEnd
 from routing.params import parameter_problem
@@ -154,6 +154,8 @@ class Router:
         self.events = events
         self.config = config or RoutingConfig()
         self.metrics = metrics or RouterMetrics(config=self.config, clock=clock)
+        if isinstance(ignore_source, CachedIgnoreSource):  # the lists' standing (R14)
+            self.metrics.registry.register(IgnoreListGauges(ignore_source.scrape))
         self.allowances = allowances or Allowances()
         self.clock = clock
         self.sleep = sleep

@@ -146,6 +146,16 @@ class Catalog:
         except KeyError:
             raise KeyError(workload) from None
 
+    def workload_models(self) -> list[str]:
+        """The models of every workload's routes (what a request of one may reach)."""
+        return sorted(
+            {
+                r.model
+                for c in self.contracts.values()
+                for r in self.routes.for_groups(c.route_groups)
+            }
+        )
+
 
 DEFAULT_DIR = Path(__file__).parent / "contracts"
 

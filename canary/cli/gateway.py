@@ -85,7 +85,10 @@ def serve(
     from ground.prefect_server import use_api
 
     with use_api(settings) as api_url:
-        typer.echo(f"reading provider.ignore from the Prefect API at {api_url}")
+        typer.echo(
+            f"reading provider.ignore from the Prefect API at {api_url}"
+            " (GET /healthz: ready once every workload model's list is loaded)"
+        )
         run_serving(run())
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime
-from pathlib import Path
 
 import httpx
 import pytest
@@ -14,8 +13,8 @@ import pytest
 from ground.settings import GatewayConfig, RoutingConfig
 from routing.breaker import BreakerBoard, BreakerConfig, CircuitStatus
 from routing.capability import contract_misfit, estimate_needs
-from routing.errors import DeadlineExhaustedError, PermanentRequestError
-from routing.exclusions import CachedIgnoreSource, builtin_tags
+from routing.errors import DeadlineExhaustedError, PermanentRequestError, QuarantineNotLoadedError
+from routing.exclusions import CachedIgnoreSource
 from routing.gateway import create_app
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
@@ -184,38 +183,36 @@ async def test_r6_tool_agent_always_sends_the_contracts_registered_tools(
     assert names == [t.name for t in catalog.contract("tool_agent").tools]
 
 
-def _builtin_file(tmp_path: Path) -> Path:
-    path = tmp_path / "builtin.yaml"
-    path.write_text(
-        "version: 1\nexclusions:\n"
-        "  - {tag: alpha-a, model: acme/alpha, reason: test stray starts,"
-        " evidence: 20 of 20, added: 2026-11-01}\n"
-    )
-    return path
-
-
 @pytest.mark.parametrize("failure", ["raises", "hangs"])
-async def test_r6_q7_unreadable_exclusion_store_falls_back_to_the_builtin_layer(
-    fleet: FleetHandle, tmp_path: Path, failure: str
+async def test_r14_q7_unreadable_exclusion_store_refuses_rather_than_routes_without_it(
+    fleet: FleetHandle, failure: str
 ) -> None:
-    """A quarantine store that errors or hangs on the first fetch neither drops the built-in exclusions nor stalls the request (R4, R6, Q7)."""
+    """A quarantine store that errors or hangs on the first fetch neither stalls the request
+    nor lets it out with the built-in layer alone: it is refused (503 quarantine_not_loaded)
+    within the wait, nothing reaches the upstream; once the store answers, its list is sent
+    (R4, R6, R14, Q7)."""
     fleet.load(routing_scenario())
+    up = asyncio.Event()
 
     async def store(model: str, now: datetime) -> list[str]:
+        if up.is_set():
+            return ["alpha-a"]
         if failure == "raises":
             raise ConnectionError("prefect api down")
         await asyncio.Event().wait()
         return []
 
-    path = _builtin_file(tmp_path)
-    source = CachedIgnoreSource(
-        store,
-        RoutingConfig(ignore_fetch_timeout_s=0.1),
-        fallback=lambda model: builtin_tags(model, path),
-    )
+    source = CachedIgnoreSource(store, RoutingConfig(ignore_fetch_timeout_s=0.1, ignore_wait_s=0.5))
     router = make_router(
         fleet.base_url, fleet.key, ignore_source=source, catalog=routing_catalog(chat=TEXT_ONLY)
     )
+    async with asyncio.timeout(5):
+        with pytest.raises(QuarantineNotLoadedError) as refused:
+            await router.complete(chat_body(), workload="chat")
+    assert refused.value.reason == "quarantine_not_loaded" and refused.value.http_status == 503
+    assert "acme/alpha" in refused.value.message, refused.value.message
+    assert fleet.requests() == [], "a request went upstream without the quarantine"
+    up.set()
     async with asyncio.timeout(5):
         result = await router.complete(chat_body(), workload="chat")
     assert result.route.id == "alpha" and result.completion.provider == "AlphaB"
