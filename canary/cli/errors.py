@@ -90,6 +90,7 @@ def exit_codes() -> tuple[tuple[type[BaseException], int], ...]:
         StreamStalled,
         UpstreamError,
     )
+    from routing.ignore_lists import IgnoreFileError
     from wire.jsonio import WireJSONError
 
     return (
@@ -106,6 +107,7 @@ def exit_codes() -> tuple[tuple[type[BaseException], int], ...]:
         (SchemaProblem, BAD_INPUT),
         (WireJSONError, BAD_INPUT),
         (QuarantineError, RUNTIME),  # unknown model or tag, corrupt state, the round lock
+        (IgnoreFileError, RUNTIME),  # the gateway's kept ignore lists: a corrupt file
         (PrefectUnavailable, RUNTIME),
         (RoutingError, RUNTIME),
         (UpstreamError, RUNTIME),  # the gateway's upstream transport
