@@ -156,7 +156,7 @@ async def test_r15_a_fallback_that_refuses_the_prefill_never_masks_the_original_
     assert text, "the stream was released before the cut"
     message = str(caught.value)
     assert "stream_cut" in message and "prefill" not in message, message
-    assert caught.value.body["metadata"]["error_type"] == "ambiguous_completion", caught.value.body  # type: ignore[index]
+    assert caught.value.body["metadata"]["error_type"] == "ambiguous_completion", caught.value.body
     assert "acme/vision" not in [r["model"] for r in fleet.requests()]
     assert _continued(fleet)["status"] == 400
     rows = await _attempt_rows(router, ledger_url)
