@@ -46,7 +46,12 @@ the conversation ends with tool results; `reasoning_leak`, `bpe_markers`,
 `literal_escapes` on any text reply (not on structured output or calls);
 `buffered_stream`, `slow_output`, `substituted_model` on every reply that is not an
 error. A drawn defect that does not apply leaves the reply healthy (and unlabelled in
-the request log's `defect`)."""
+the request log's `defect`).
+
+A conversation that ends with an assistant message (a prefill) is continued by the
+endpoint's `prefill` mode: `continue` answers with bank sentences the prefill does not hold,
+`repeat` sends the prefill again before them, `reject` answers 400 (the request log's entry
+has the planned reply as `continuation`)."""
 
 from __future__ import annotations
 

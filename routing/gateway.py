@@ -32,7 +32,10 @@ Errors use OpenAI's shape plus our failure class and the operation id:
 A streaming reply is released once the response-start check has decided its start (at its
 first word when it can; routing/start_gate.py); a failure after release, a start found stray
 once its window was complete included, ends the stream with an in-band error chunk
-(`finish_reason: "error"`), as OpenRouter does.
+(`finish_reason: "error"`), as OpenRouter does, unless the failure is its transport's (a
+cut, a stall, garbage) and the stream is continued on a route that takes an assistant
+prefill (R15, `routing/continuation.py`): the client then reads one completion, `model` the
+first route's and `served_models` naming every model that served.
 
 Starlette as it is written: module-level endpoints reading one typed `GatewayState` off
 `app.state.gateway` (the router it serves and `settings.gateway`, taken whole), behind
