@@ -211,6 +211,8 @@ async def _serve(
         return _refuse_chat(fleet, exc, body, stream=req.stream, attempts=attempts)
     gen_id = fleet.next_generation_id(m.id, plan.endpoint.tag)
     entry = fleet.record(log_entry(body, attempts[-1]["status"], plan, req.stream, attempts))
+    if plan.prefill is not None:  # what a continuation was planned to send (tests compare it)
+        entry["continuation"] = plan.content
     if plan.pre_error is not None:
         await _wait_until(started + plan.delay_s)
         entry["outcome"] = "reset" if plan.pre_error.reset else "http_error"

@@ -46,7 +46,12 @@ the conversation ends with tool results; `reasoning_leak`, `bpe_markers`,
 `literal_escapes` on any text reply (not on structured output or calls);
 `buffered_stream`, `slow_output`, `substituted_model` on every reply that is not an
 error. A drawn defect that does not apply leaves the reply healthy (and unlabelled in
-the request log's `defect`)."""
+the request log's `defect`).
+
+A conversation that ends with an assistant message (a prefill) is continued by the
+endpoint's `prefill` mode: `continue` answers with bank sentences the prefill does not hold,
+`repeat` sends the prefill again before them, `reject` answers 400 (the request log's entry
+has the planned reply as `continuation`)."""
 
 from __future__ import annotations
 
@@ -57,7 +62,7 @@ from typing import Any
 
 from fleet import bank, defects, schema_gen, tools
 from fleet.language import detect_locale
-from fleet.request import ChatRequest, last_user_text, prompt_tokens
+from fleet.request import ChatRequest, last_user_text, message_text, prompt_tokens
 from fleet.scenario import EndpointSpec, ModelSpec, Scenario
 from fleet.selection import supports
 
@@ -95,6 +100,7 @@ class Plan:
     reasoning_hidden: bool = False  # reasoning happened (tokens counted) but is not sent
     buffered: bool = False  # everything in one chunk after a silent hold
     served_model: str | None = None  # the `model` the reply names (None: the one requested)
+    prefill: str | None = None  # the assistant message the conversation ended with
 
     @property
     def content(self) -> str:
@@ -200,6 +206,13 @@ def plan_request(
             plan.delay_s = _jitter(fault.ttft_s, 0.02, rng) * scale
         if fault.kind == "misroute":
             plan.served_as = fault.serve_as
+    plan.prefill = prefill_of(req)
+    if plan.prefill is not None and endpoint.prefill == "reject":
+        plan.delay_s *= 0.5
+        plan.pre_error = PreError(
+            400, "This endpoint does not support assistant message prefill", "invalid_request"
+        )
+        return plan
 
     tool_turn = tools.turn(req) if req.tools and supports(endpoint, "tools") else None
     schema = req.json_schema if supports(endpoint, "response_format") else None
@@ -229,6 +242,8 @@ def plan_request(
         plan.chunks = bank.chunk_text(text)
     else:
         text = _text_reply(defect, locale, rng, plan)
+        if plan.prefill is not None:
+            text = _continued(plan.prefill, endpoint.prefill == "repeat", locale, rng)
         _set_text(plan, text, defect, rng)
 
     stops = [req.stop] if isinstance(req.stop, str) else (req.stop or [])
@@ -244,6 +259,8 @@ def plan_request(
     if fault is not None and fault.kind in {"stream_cut", "midstream_error"}:
         plan.tail = "cut" if fault.kind == "stream_cut" else "midstream_error"
         plan.tail_at = max(1, int(len(plan.chunks) * fault.after_fraction))
+        if fault.kind == "stream_cut" and fault.after_chunks is not None:
+            plan.tail_at = fault.after_chunks
         if fault.kind == "midstream_error":
             plan.midstream_error = {
                 "code": fault.code,
@@ -254,6 +271,27 @@ def plan_request(
                 },
             }
     return plan
+
+
+def prefill_of(req: ChatRequest) -> str | None:
+    """The text of the assistant message a conversation ends with (a prefill to continue),
+    or None (it ends otherwise, or the message is a tool call)."""
+    last = req.messages[-1]
+    if last.role != "assistant" or getattr(last, "tool_calls", None):
+        return None
+    text = message_text(last)
+    return text or None
+
+
+def _continued(prefill: str, repeat: bool, locale: str, rng: random.Random) -> str:
+    """The reply to a prefilled conversation: sentences of the bank the prefill does not
+    hold, after it (a space first when the prefill does not end in one); `repeat`: the
+    prefill again before them (an endpoint that does not keep the prefill's place)."""
+    fresh = [s for s in bank.compose_sentences(locale, rng) if s not in prefill]
+    rest = bank.join(locale, fresh or bank.compose_sentences(locale, rng, 1))
+    if not prefill[-1].isspace() and bank.bank(locale).joiner:
+        rest = " " + rest
+    return prefill + rest if repeat else rest
 
 
 def _policy_filter(

@@ -78,8 +78,12 @@ class ResetFault(_Trigger):
 
 
 class StreamCutFault(_Trigger):
+    """The stream ends (a clean end of the body, no finish reason, no `[DONE]`) after
+    `after_chunks` content tokens when given, else after `after_fraction` of them."""
+
     kind: Literal["stream_cut"]
     after_fraction: float = Field(default=0.4, gt=0, lt=1)
+    after_chunks: int | None = Field(default=None, ge=1)
 
 
 class MidstreamErrorFault(_Trigger):
@@ -122,6 +126,7 @@ ToolLeakStyle = Literal["xml", "mistral", "kimi", "llama"]
 ReasoningLeakStyle = Literal["think", "thinking", "channel", "unclosed"]
 EscapeStyle = Literal["newline", "unicode", "double_json"]
 ReasoningMode = Literal["off", "stream"]
+PrefillMode = Literal["continue", "repeat", "reject"]
 
 
 class StrayStartDefect(_Trigger):
@@ -359,6 +364,11 @@ class EndpointSpec(_Strict):
         ge=1,
         le=100_000,
         description="a due call made this many times in one reply (parallel calls, each its own id and arguments)",
+    )
+    prefill: PrefillMode = Field(
+        default="continue",
+        description="a conversation ending in an assistant message (a prefill): `continue` it,"
+        " `repeat` it before the continuation, or `reject` it with a 400",
     )
     timing: Timing = Field(default_factory=Timing)
     faults: list[Fault] = Field(default_factory=list)

@@ -20,6 +20,7 @@ from routing.acceptance import Accepted, accept
 from routing.attribution import attribute, client_shaping
 from routing.budget import Budget
 from routing.classify import Classification, Rejection, classify, with_side_effects
+from routing.continuation import PrefixStrip
 from routing.contracts import Contract
 from routing.deadline import AttemptBudget
 from routing.errors import FailureClass as F
@@ -250,9 +251,79 @@ def _after_start(
         res.rejection = Rejection("stray_start", kind)
         res.classification = attribute(classify(res.rejection), judge.client_params)
         return False
-    res.call, res.output_started, res.rest = call, True, pieces
-    call.stall_s = None  # released: from now on only the deadline bounds the stream
+    _release(res, call, pieces)
     return True
+
+
+def _release(res: AttemptResult, call: UpstreamCall, rest: AsyncIterator[str]) -> None:
+    """Hand the still-open call and the rest of its content over in `res` (to be relayed)."""
+    res.call, res.output_started, res.rest = call, True, rest
+    call.stall_s = None  # released: from now on only the deadline bounds the stream
+
+
+async def run_continuation(
+    upstream: Upstream,
+    body: dict[str, Any],
+    budget: AttemptBudget,
+    sent: str,
+    *,
+    result: AttemptResult,
+    clock: Callable[[], float] = time.monotonic,
+) -> AttemptResult:
+    """One continuation attempt of a released stream that failed (R15): `body` ends with
+    the `sent` text as an assistant prefill; read until the first text past it (a repeat of
+    `sent` dropped: `PrefixStrip`), then hand the call over in `result` (`head`, `rest`)
+    without a start check: it continues a start already checked. A failure before any new
+    text (a refused prefill, a cut) is classified in `result`; never raises for it."""
+    res = result
+    call = upstream.call(body, budget)
+    strip = PrefixStrip(sent)
+    handed_over = False
+    try:
+        async with asyncio.timeout(budget.total_s):
+            err = await call.start()
+            res.status_code = call.status_code
+            if err is not None:
+                res.error_provider = err.provider_name
+                res.classification = classify(err)
+                return res
+            pieces = call.content()
+            async for piece in pieces:
+                res.ttft_s = clock() - res.started if res.ttft_s is None else res.ttft_s
+                res.head = strip.feed(piece)
+                if res.head:
+                    break
+            comp = call.assembler.completion
+            if not res.head and (comp.error is not None or not comp.done):
+                res.classification = (
+                    classify(comp.error) if comp.error is not None
+                    else Classification(_ambiguous_or_invalid(call), "stream_cut")
+                )  # fmt: skip
+                return res
+            res.head = res.head or strip.end()
+            _release(res, call, _stripped(pieces, strip))
+            handed_over = True
+            return res
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        res.classification = classify_unforeseen(exc, call.output_started, upstream.scrub)
+        return res
+    finally:
+        res.ended = clock()
+        res.completion = call.assembler.completion
+        res.output_started = res.output_started or call.output_started
+        if not handed_over:
+            await call.aclose()
+
+
+async def _stripped(pieces: AsyncIterator[str], strip: PrefixStrip) -> AsyncIterator[str]:
+    """The rest of a continuation through its `PrefixStrip`."""
+    async for piece in pieces:
+        if out := strip.feed(piece):
+            yield out
+    if tail := strip.end():
+        yield tail
 
 
 def classify_unforeseen(

@@ -38,6 +38,7 @@ from routing.errors import ContractError
 
 Modality = Literal["text", "image"]
 AmbiguousPolicy = Literal["fail", "reconcile", "replay"]
+MidstreamPolicy = Literal["continue", "error"]
 
 
 class _Strict(BaseModel):
@@ -97,6 +98,10 @@ class Contract(_Strict):
     hedge_after_ms: int | None = Field(default=None, gt=0)
     ambiguous_policy: AmbiguousPolicy = "replay"
     max_attempts: int = Field(default=3, ge=1, le=10)
+    # a released stream that fails (cut, stall, garbage) is continued on a prefill-capable
+    # route (R15) or ends with an in-band error; None: continue for a text workload without
+    # side effects, error otherwise (`continues_midstream`)
+    midstream: MidstreamPolicy | None = None
     constraints: Constraints = Constraints()
     semantic: SemanticCheck | None = None
 
@@ -118,10 +123,27 @@ class Contract(_Strict):
                 "a workload with side effects may not use ambiguous_policy 'replay' implicitly;"
                 " set side_effect_free: true or choose 'fail' / 'reconcile'"
             )
+        if self.midstream == "continue" and (self.side_effect_tools or not self.side_effect_free):
+            raise ValueError(
+                "midstream: 'continue' is refused for a workload with side effects (a tool with"
+                " side_effect: true, or side_effect_free: false): a continued stream would run"
+                " them on a second route; use midstream: 'error'"
+            )
         return self
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
+
+    @property
+    def continues_midstream(self) -> bool:
+        """Whether a released stream that failed may be continued on another route (R15):
+        `midstream`, by default yes for a text workload without side effects."""
+        if self.midstream is not None:
+            return self.midstream == "continue"
+        return (
+            self.side_effect_free and not self.side_effect_tools
+            and not self.structured_output.required
+        )  # fmt: skip
 
     @property
     def side_effect_tools(self) -> bool:

@@ -44,7 +44,10 @@ Errors use OpenAI's shape plus our failure class and the operation id:
 A streaming reply is released once the response-start check has decided its start (at its
 first word when it can; routing/start_gate.py); a failure after release, a start found stray
 once its window was complete included, ends the stream with an in-band error chunk
-(`finish_reason: "error"`), as OpenRouter does.
+(`finish_reason: "error"`), as OpenRouter does, unless the failure is its transport's (a
+cut, a stall, garbage) and the stream is continued on a route that takes an assistant
+prefill (R15, `routing/continuation.py`): the client then reads one completion, `model` the
+first route's and `served_models` naming every model that served.
 
 Starlette as it is written: module-level endpoints reading one typed `GatewayState` off
 `app.state.gateway` (the router it serves and `settings.gateway`, taken whole), behind
@@ -63,7 +66,7 @@ import re
 import time
 import traceback
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -79,7 +82,8 @@ from ground.errors import CanaryError
 from ground.heap import freeze_loaded
 from ground.settings import GatewayConfig
 from routing.accounting import RequestState
-from routing.attempt import end_verdict
+from routing.attempt import classify_unforeseen, end_verdict
+from routing.continuation import stitched
 from routing.errors import (
     BodyTooLarge,
     BodyTooSlow,
@@ -207,10 +211,10 @@ def _closing_frames(base: dict[str, Any], comp: Completion) -> list[bytes]:
     return frames
 
 
-def _stream_verdict(result: RouterResult, router: Router, req: RequestState) -> StreamEnd | None:
-    """How a released stream that reached its end ended: None = accepted; else an in-band
-    error, a cut, or the contract's full acceptance (R7) rejecting the whole reply."""
-    comp = result.completion
+def _stream_verdict(comp: Completion, router: Router, req: RequestState) -> StreamEnd | None:
+    """How a released stream that reached its end ended (`comp`: its whole reply, stitched
+    when it was continued): None = accepted; else an in-band error, a cut, or the contract's
+    full acceptance (R7) rejecting the whole reply."""
     if comp.error is not None:
         return StreamEnd.failed(FailureClass.INVALID_RESPONSE, "in_band_error")
     if not comp.done:
@@ -219,6 +223,13 @@ def _stream_verdict(result: RouterResult, router: Router, req: RequestState) -> 
     if verdict is None:
         return None
     return StreamEnd.failed(verdict.failure_class, verdict.reason, verdict.client_params)
+
+
+def _broken(exc: Exception, router: Router) -> StreamEnd:
+    """The end of a released stream whose upstream raised: its classification after output
+    (a reset or a stall is ambiguous, garbage an invalid response: routing/classify.py)."""
+    c = classify_unforeseen(exc, True, router.upstream.scrub)
+    return StreamEnd.failed(c.failure_class, c.reason)
 
 
 def _failed_frame(
@@ -239,20 +250,37 @@ def _failed_frame(
 
 async def _end_relay(result: RouterResult, end: StreamEnd) -> None:
     """Close the rest of the stream and the upstream call, then record how it ended."""
-    rest = result.rest
-    if rest is not None and hasattr(rest, "aclose"):
-        with contextlib.suppress(Exception):
-            await rest.aclose()
-    with contextlib.suppress(Exception):
-        await result.close()
+    await result.close_rest()
     if result.finish is not None:
         await result.finish(end)
 
 
+@dataclass
+class _Relayed:
+    """What a relay has sent so far: the text (every attempt's, each part once) and the
+    models that served it (more than one once the stream was continued, R15)."""
+
+    text: list[str]
+    models: list[str]
+
+    def whole(self, result: RouterResult) -> Completion:
+        """The reply as the client has it: the last attempt's, stitched when continued."""
+        if len(self.models) == 1:
+            return result.completion
+        return stitched("".join(self.text), result.completion)
+
+    def recorded(self, end: StreamEnd, result: RouterResult) -> StreamEnd:
+        """`end` as recorded: with the whole reply when the stream was continued."""
+        return end if len(self.models) == 1 else replace(end, whole=self.whole(result))
+
+
 async def relay(result: RouterResult, router: Router, req: RequestState) -> AsyncIterator[bytes]:
     """SSE for the client: the released head, then the rest as the start gate lets it out;
-    at the end the whole reply passes the contract's acceptance (a rejection, or a start
-    found stray once its window came, ends with an in-band error)."""
+    a stream whose transport fails is continued on another route when it may be (R15:
+    `Router.continue_stream`; the chunks keep the first `model` and add `served_models`);
+    at the end the whole reply passes the contract's acceptance (a rejection, a failure
+    not continued, or a start found stray once its window came, ends with an in-band error
+    naming the original cause)."""
     base = {
         "id": f"chatcmpl-{result.operation_id}",
         "object": "chat.completion.chunk",
@@ -268,23 +296,36 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
         return
     end: StreamEnd | None = None
     finished = False
+    sent = _Relayed([result.head], [result.route.model])
     try:
         yield _chunk(base, {"role": "assistant", "content": result.head})
-        try:
-            async with asyncio.timeout(max(0.0, req.deadline.at - router.clock())):
-                async for piece in result.rest:
-                    yield _chunk(base, {"content": piece})
-            end = _stream_verdict(result, router, req)
-        except TimeoutError:
-            end = StreamEnd.failed(FailureClass.DEADLINE, "deadline_during_stream")
-        except Exception as exc:  # the upstream broke after release: tell the client in-band
-            end = StreamEnd.failed(FailureClass.AMBIGUOUS, type(exc).__name__[:64])
+        while True:
+            try:
+                async with asyncio.timeout(max(0.0, req.deadline.at - router.clock())):
+                    async for piece in result.rest:
+                        sent.text.append(piece)
+                        yield _chunk(base, {"content": piece})
+                end = _stream_verdict(sent.whole(result), router, req)
+            except TimeoutError:
+                end = StreamEnd.failed(FailureClass.DEADLINE, "deadline_during_stream")
+            except Exception as exc:  # the upstream broke after release
+                end = _broken(exc, router)
+            if end is None or not await router.continue_stream(
+                req, result, "".join(sent.text), end
+            ):
+                break
+            end = None  # continued: the new attempt's end is still to come
+            sent.models.append(result.route.model)
+            base = {**base, "served_models": list(sent.models)}
+            if result.head:
+                sent.text.append(result.head)
+                yield _chunk(base, {"content": result.head})
         if end is None:
-            for frame in _closing_frames(base, result.completion):
+            for frame in _closing_frames(base, sent.whole(result)):
                 yield frame
-            end = StreamEnd.accepted()
         else:
             yield _failed_frame(base, end, req, router.upstream.scrub)
+        end = sent.recorded(end or StreamEnd.accepted(), result)
         finished = True
     finally:
         if not finished and end is None:  # the client went away mid-stream

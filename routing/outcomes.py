@@ -36,12 +36,16 @@ from routing.routes import Route
 @dataclass(frozen=True, slots=True)
 class StreamEnd:
     """How a released stream ended: accepted (`failure` None), failed with a class, or
-    cancelled (the client went away: no verdict on the route)."""
+    cancelled (the client went away: no verdict on the route). `continued`: the attempt
+    failed and the request goes on, continued on another route (R15): no request record
+    yet. `whole`: the whole reply of a continued stream (what the request's record hashes)."""
 
     failure: FailureClass | None = None
     reason: str = ""
     cancelled: bool = False
     client_params: tuple[str, ...] = ()  # see Classification.client_params
+    continued: bool = False
+    whole: Completion | None = None
 
     @classmethod
     def accepted(cls) -> StreamEnd:
@@ -193,7 +197,28 @@ class Outcomes:
                 req, res, waited_s=provisional.waited_s, fallback_reason=provisional.fallback_reason,
                 circuit=provisional.circuit_state, cancelled=end.cancelled,
             )  # fmt: skip
-            outcome = "cancelled" if end.cancelled else (end.failure or "accepted")
-            self.request(req, outcome, end.reason or None, res.route, completion)
+            if not end.continued:
+                self._stream_request(req, res.route, completion, end)
 
         return finish
+
+    def request_finisher(
+        self, req: RequestState, route: Route, completion: Completion
+    ) -> Callable[[StreamEnd], Awaitable[None]]:
+        """`finish(end)` of a stream whose last attempt is recorded already (a continuation
+        was sought, R15): only the request's record, once."""
+        done = False
+
+        async def finish(end: StreamEnd) -> None:
+            nonlocal done
+            if not done:
+                done = True
+                self._stream_request(req, route, completion, end)
+
+        return finish
+
+    def _stream_request(
+        self, req: RequestState, route: Route, completion: Completion, end: StreamEnd
+    ) -> None:
+        outcome = "cancelled" if end.cancelled else (end.failure or "accepted")
+        self.request(req, outcome, end.reason or None, route, end.whole or completion)

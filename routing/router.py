@@ -34,6 +34,7 @@ real clock. Its records go to an `EventSink` (`routing/records.py`; the ledger's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import secrets
 import time
@@ -45,11 +46,18 @@ from typing import Any
 from ground.settings import Allowances, PassiveConfig, PolicyConfig, ProbeConfig, RoutingConfig
 from routing.acceptance import Accepted
 from routing.accounting import RequestState, attempt_record
-from routing.attempt import AttemptResult, refused_keys, run_attempt, upstream_body
+from routing.attempt import (
+    AttemptResult,
+    refused_keys,
+    run_attempt,
+    run_continuation,
+    upstream_body,
+)
 from routing.attribution import client_shaping
 from routing.breaker import BreakerBoard, CircuitStatus
 from routing.capability import Needs, contract_misfit, estimate_needs, select_routes
 from routing.classify import Classification
+from routing.continuation import prefill_routes, prefilled, why_not
 from routing.contracts import Contract
 from routing.deadline import AttemptBudget, Deadline
 from routing.errors import (
@@ -96,6 +104,16 @@ class RouterResult:
     async def close(self) -> None:
         if self.call is not None:
             await self.call.aclose()
+
+    async def close_rest(self) -> None:
+        """Close the rest of the stream and its upstream call (a failed one's: whatever is
+        left of it is not read)."""
+        rest, self.rest = self.rest, None
+        if rest is not None and hasattr(rest, "aclose"):
+            with contextlib.suppress(Exception):
+                await rest.aclose()
+        with contextlib.suppress(Exception):
+            await self.close()
 
 
 @dataclass
@@ -235,6 +253,44 @@ class Router:
             operation_id, contract, body, now, deadline, stream and contract.streaming,
             request_id=request_id or new_request_id(), after_reply=[] if after_reply else None,
         )  # fmt: skip
+
+    async def continue_stream(
+        self, req: RequestState, result: RouterResult, sent: str, end: StreamEnd
+    ) -> bool:
+        """A released stream that failed with `end` after its client got `sent` (R15): when
+        the workload and the failure allow a continuation (`routing.continuation.why_not`),
+        its attempt is closed and recorded, and the routes that take a prefill are tried in
+        turn (each refusal recorded, never shown): True with `result` now relaying the
+        continuation (`route`, `head`, `rest`, `call`, `finish`); False when none took it
+        (the caller ends the stream with `end`, the original cause, as its in-band error)."""
+        if why_not(req.contract, end.failure, end.reason, sent, result.completion) is not None:
+            return False
+        await result.close_rest()
+        if result.finish is not None:
+            await result.finish(replace(end, continued=True))
+        route, comp = result.route, result.completion
+        result.rest, result.finish = None, self.outcomes.request_finisher(req, route, comp)
+        needs = estimate_needs(req.contract, prefilled(req.body, sent))
+        pool = prefill_routes(self.catalog.routes.for_groups(req.contract.route_groups))
+        cause = f"midstream_continue:{end.reason}"
+        while len(req.attempts) < req.contract.max_attempts:
+            now = self.clock()
+            tried = {a.route_id for a in req.attempts}
+            if not req.deadline.may_start(now):
+                return False
+            try:
+                route = self._choose(pool, tried, req.contract, needs, req, None, now)
+            except RoutingError:
+                return False
+            res = await self._attempt(req, route, waited_s=0.0, fallback_reason=cause, prefill=sent)
+            if res.classification is None:
+                result.route, result.completion, result.accepted = route, res.completion, None
+                result.head, result.rest, result.call, result.attempt = (
+                    res.head, res.rest, res.call, res,
+                )  # fmt: skip
+                result.finish = self.outcomes.stream_finisher(req, res, res.completion)
+                return True
+        return False
 
     # ---- the loop -------------------------------------------------------------------------
 
@@ -482,19 +538,26 @@ class Router:
 
     async def _attempt(
         self, req: RequestState, route: Route, *, waited_s: float, fallback_reason: str | None,
-        hedged: bool = False, loop: _Loop | None = None,
+        hedged: bool = False, loop: _Loop | None = None, prefill: str | None = None,
     ) -> AttemptResult:  # fmt: skip
         """One attempt on `route` within its plan (`routing/planner.py`), then its verdict and
-        event; `loop` (None for a hedged attempt) says which fallbacks are left to keep time for."""
+        event; `loop` (None for a hedged attempt) says which fallbacks are left to keep time for.
+        `prefill`: a continuation of a released stream after this text (R15, `run_continuation`)."""
         scope = req.contract.workload  # the circuits this attempt answers to
         body, res, timeouts = await self._planned(req, route, loop)
         circuit = self.breakers.status(route.id, res.started, scope)
         try:
-            await run_attempt(
-                self.upstream, body, route, req.contract, self.catalog.schemas, timeouts,
-                stream_release=req.stream, clock=self.clock, result=res,
-                client_params=client_shaping(req.body),
-            )  # fmt: skip
+            if prefill is not None:
+                await run_continuation(
+                    self.upstream, prefilled(body, prefill), timeouts, prefill, result=res,
+                    clock=self.clock,
+                )  # fmt: skip
+            else:
+                await run_attempt(
+                    self.upstream, body, route, req.contract, self.catalog.schemas, timeouts,
+                    stream_release=req.stream, clock=self.clock, result=res,
+                    client_params=client_shaping(req.body),
+                )  # fmt: skip
         except BaseException as exc:  # no verdict on the route: give the admission back
             now = self.clock()
             self.breakers.release(route.id, now, scope)

@@ -13,6 +13,7 @@
         pricing: {prompt: 0.00000023, completion: 0.0000004}   # USD per token
         latency_p50_ms: 400                  # prior for ranking (and for budgets: R13)
         regions: [us, eu]                    # optional; matched against contract constraints.regions
+        prefill: true                        # accepts an assistant prefill (R15); unknown: no
     groups:
       text: [llama-70b, qwen-72b]
       schema: [qwen-72b, llama-70b]
@@ -60,6 +61,10 @@ class Route(BaseModel):
     pricing: RoutePricing = RoutePricing()
     latency_p50_ms: float = Field(default=1000.0, ge=0)
     regions: tuple[str, ...] = ()  # where it is served; matched against contract constraints
+    # whether the route continues a conversation ending in an assistant message (a prefill):
+    # only such a route continues a released stream that failed (R15, routing/continuation.py);
+    # None: unknown (OpenRouter's listing does not say), treated as no
+    prefill: bool | None = None
 
     @model_validator(mode="after")
     def _provider_keys(self) -> Route:
