@@ -8,9 +8,13 @@
          Idempotency-Key / X-Operation-Id: echoed back as X-Operation-Id (generated if absent)
          X-Request-Id (response): the gateway's own id of this request, also in an error
          body (`request_id`); `canary served --request ID` finds its attempts
-         The client's `provider` and `stream_options` are ignored, and so is `model` once it
-         has chosen the workload: the contract of the workload chooses the route. `tools`, `tool_choice`, `functions`,
-         and `function_call` belong to the contract: refused (400, reason
+         The client's `provider` is ignored, and so is `model` once it has chosen the
+         workload: the contract of the workload chooses the route. The upstream is always
+         asked for the usage; `stream_options.include_usage: true` gets it at the end of a
+         stream (a chunk with `choices: []`, as OpenAI sends it), a complete reply always
+         has it, its token counts filled (estimated where the upstream reported none).
+         `tools`, `tool_choice`, `functions`, and `function_call` belong to the contract:
+         refused (400, reason
          contract_owned_parameter). The OpenAI parameters (`stream` a boolean, `max_tokens`
          a positive integer, `temperature` 0..2, `n` only 1, ...) are checked by type and
          range before any route is tried: 400 invalid_parameter, `param` naming the field
@@ -66,7 +70,7 @@ from starlette.types import Receive, Scope, Send
 from ground.errors import CanaryError
 from ground.heap import freeze_loaded
 from ground.settings import GatewayConfig
-from routing.accounting import RequestState
+from routing.accounting import RequestState, client_usage
 from routing.attempt import end_verdict
 from routing.errors import (
     BodyTooLarge,
@@ -132,7 +136,7 @@ def _message(result: RouterResult) -> dict[str, Any]:
     return msg
 
 
-def completion_body(result: RouterResult) -> dict[str, Any]:
+def completion_body(result: RouterResult, req: RequestState) -> dict[str, Any]:
     comp = result.completion
     return {
         "id": f"chatcmpl-{result.operation_id}",
@@ -143,7 +147,7 @@ def completion_body(result: RouterResult) -> dict[str, Any]:
         "choices": [
             {"index": 0, "message": _message(result), "finish_reason": comp.finish_reason or "stop"}
         ],
-        "usage": comp.usage or {},
+        "usage": client_usage(req, comp),
     }
 
 
@@ -184,12 +188,20 @@ def _tool_call_frames(base: dict[str, Any], comp: Completion) -> list[bytes]:
     return frames
 
 
-def _closing_frames(base: dict[str, Any], comp: Completion) -> list[bytes]:
+def usage_asked(body: dict[str, Any]) -> bool:
+    """Whether the client asked for the usage at the end of its stream, as OpenAI's clients
+    ask: `stream_options.include_usage: true`."""
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _closing_frames(base: dict[str, Any], comp: Completion, req: RequestState) -> list[bytes]:
     """The end of an accepted stream: its tool calls (`_tool_call_frames`), the finish
-    reason, the usage (when reported), [DONE]."""
+    reason, the usage (`client_usage`: when the client asked for it, or the upstream
+    reported it), [DONE]."""
     frames = [*_tool_call_frames(base, comp), _chunk(base, {}, comp.finish_reason or "stop")]
-    if comp.usage:
-        frames.append(_sse({**base, "choices": [], "usage": comp.usage}))
+    if comp.usage or usage_asked(req.body):
+        frames.append(_sse({**base, "choices": [], "usage": client_usage(req, comp)}))
     frames.append(b"data: [DONE]\n\n")
     return frames
 
@@ -248,7 +260,7 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
     }
     if result.rest is None:  # a complete, accepted answer (non-streaming contract, or short reply)
         yield _chunk(base, {"role": "assistant", "content": _message(result)["content"]})
-        for frame in _closing_frames(base, result.completion):
+        for frame in _closing_frames(base, result.completion, req):
             yield frame
         if result.finish is not None:
             await result.finish(StreamEnd.accepted())
@@ -267,7 +279,7 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
         except Exception as exc:  # the upstream broke after release: tell the client in-band
             end = StreamEnd.failed(FailureClass.AMBIGUOUS, type(exc).__name__[:64])
         if end is None:
-            for frame in _closing_frames(base, result.completion):
+            for frame in _closing_frames(base, result.completion, req):
                 yield frame
             end = StreamEnd.accepted()
         else:
@@ -502,7 +514,7 @@ async def _routed(
             headers={**headers, "Cache-Control": "no-cache"},
         )
     return AnswerResponse(
-        req, json_bytes(completion_body(result)), media_type=JSON, headers=headers
+        req, json_bytes(completion_body(result, req)), media_type=JSON, headers=headers
     )
 
 

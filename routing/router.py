@@ -49,7 +49,7 @@ from routing.attempt import AttemptResult, refused_keys, run_attempt, upstream_b
 from routing.attribution import client_shaping
 from routing.breaker import BreakerBoard, CircuitStatus
 from routing.capability import Needs, contract_misfit, estimate_needs, select_routes
-from routing.classify import Classification
+from routing.classify import Classification, provider_said
 from routing.contracts import Contract
 from routing.deadline import AttemptBudget, Deadline
 from routing.errors import (
@@ -471,7 +471,8 @@ class Router:
         c, res = last
         cls = ERROR_FOR_CLASS[c.failure_class]
         return cls(
-            f"{why}; last failure on {res.route.id}: {c.failure_class.value} ({c.reason})",
+            f"{why}; last failure on {res.route.id}: {c.failure_class.value} ({c.reason})"
+            + provider_said(c),
             status_code=res.status_code,
             reason=c.reason,
         )
