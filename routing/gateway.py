@@ -11,7 +11,7 @@
          The client's `provider` is ignored, and so is `model` once it has chosen the
          workload: the contract of the workload chooses the route. The upstream is always
          asked for the usage; `stream_options.include_usage: true` gets it at the end of a
-         stream (a chunk with `choices: []`, as OpenAI sends it), a complete reply always
+         stream (a chunk with `choices: []`, as OpenAI sends it; only then), a complete reply always
          has it, its token counts filled (estimated where the upstream reported none).
          `tools`, `tool_choice`, `functions`, and `function_call` belong to the contract:
          refused (400, reason
@@ -197,10 +197,11 @@ def usage_asked(body: dict[str, Any]) -> bool:
 
 def _closing_frames(base: dict[str, Any], comp: Completion, req: RequestState) -> list[bytes]:
     """The end of an accepted stream: its tool calls (`_tool_call_frames`), the finish
-    reason, the usage (`client_usage`: when the client asked for it, or the upstream
-    reported it), [DONE]."""
+    reason, the usage when the client asked for it (`client_usage`; as OpenAI, never
+    unasked: a client reading `choices[0]` of every chunk gets no chunk without choices),
+    [DONE]."""
     frames = [*_tool_call_frames(base, comp), _chunk(base, {}, comp.finish_reason or "stop")]
-    if comp.usage or usage_asked(req.body):
+    if usage_asked(req.body):
         frames.append(_sse({**base, "choices": [], "usage": client_usage(req, comp)}))
     frames.append(b"data: [DONE]\n\n")
     return frames

@@ -137,7 +137,7 @@ def string_map(value: Any) -> Problem | None:
 
 def stream_options(value: Any) -> Problem | None:
     """An object; its `include_usage` and `include_obfuscation`, when set, booleans (a
-    stream ends with the usage when `include_usage` asks for it or the upstream reported it:
+    stream ends with the usage chunk only when `include_usage` asks for it, as OpenAI's:
     routing/gateway.py)."""
     if not isinstance(value, dict):
         return _bad("an object", value)
