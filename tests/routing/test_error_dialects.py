@@ -30,19 +30,19 @@ from wire.text import Scrubber
 
 F = FailureClass
 KEY = "gw-dialect-key"
-I, P, C, U = F.INCOMPATIBLE, F.PERMANENT, F.CAPACITY, F.UPSTREAM_CONFIG
+INC, P, C, U = F.INCOMPATIBLE, F.PERMANENT, F.CAPACITY, F.UPSTREAM_CONFIG
 
 # every kind -> (its class, the reason it is known by, a policy refusal); written down here
 # apart from the table, so a row added, dropped or changed there fails until it is here too
 EXPECTED: dict[str, tuple[FailureClass, str, bool]] = {
-    "context_length_exceeded": (I, "context_length_exceeded", False),
-    "context_window_exceeded": (I, "context_length_exceeded", False),
-    "max_tokens_exceeded": (I, "max_tokens_exceeded", False),
-    "payload_too_large": (I, "payload_too_large", False),
-    "request_too_large": (I, "payload_too_large", False),
-    "unsupported_modality": (I, "unsupported_modality", False),
-    "model_not_found": (I, "model_not_found", False),
-    "not_found_error": (I, "model_not_found", False),
+    "context_length_exceeded": (INC, "context_length_exceeded", False),
+    "context_window_exceeded": (INC, "context_length_exceeded", False),
+    "max_tokens_exceeded": (INC, "max_tokens_exceeded", False),
+    "payload_too_large": (INC, "payload_too_large", False),
+    "request_too_large": (INC, "payload_too_large", False),
+    "unsupported_modality": (INC, "unsupported_modality", False),
+    "model_not_found": (INC, "model_not_found", False),
+    "not_found_error": (INC, "model_not_found", False),
     "invalid_request": (P, "invalid_request", False),
     "invalid_request_error": (P, "invalid_request", False),
     "unprocessable": (P, "unprocessable", False),
@@ -52,11 +52,11 @@ EXPECTED: dict[str, tuple[FailureClass, str, bool]] = {
     "payment_required": (U, "payment_required", False),
     "insufficient_quota": (U, "payment_required", False),
     "billing_hard_limit_reached": (U, "payment_required", False),
-    "permission_denied": (I, "permission_denied", True),
-    "content_policy_violation": (I, "content_policy_violation", True),
-    "content_filter": (I, "content_policy_violation", True),
-    "refusal": (I, "refusal", True),
-    "permission_error": (I, "permission_error", False),
+    "permission_denied": (INC, "permission_denied", True),
+    "content_policy_violation": (INC, "content_policy_violation", True),
+    "content_filter": (INC, "content_policy_violation", True),
+    "refusal": (INC, "refusal", True),
+    "permission_error": (INC, "permission_error", False),
     "rate_limit_exceeded": (C, "rate_limit_exceeded", False),
     "rate_limit_error": (C, "rate_limit_exceeded", False),
     "provider_overloaded": (C, "provider_overloaded", False),
@@ -78,9 +78,13 @@ def _dialects(kind: str, status: int) -> dict[str, dict[str, Any]]:
             "error": {"code": status, "message": message, "metadata": {"error_type": kind}}
         },
         "openai_code": {
-            "error": {"message": message, "type": "invalid_request_error", "param": None,
-                      "code": kind}
-        },  # fmt: skip
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": kind,
+            }
+        },
         "openai_type": {"error": {"message": message, "type": kind, "param": None, "code": None}},
         "openai_code_upper": {"error": {"message": message, "code": kind.upper()}},
     }
@@ -116,7 +120,7 @@ def test_issue32_every_kind_classifies_alike_in_both_dialects(kind: str, status:
 def test_issue32_an_unknown_kind_falls_back_to_its_status_and_keeps_its_name() -> None:
     """A code the table does not know is classified by its status; its reason is its name
     (R2)."""
-    for status, cls in ((400, P), (404, I), (429, C), (502, C)):
+    for status, cls in ((400, P), (404, INC), (429, C), (502, C)):
         info = parse_error({"error": {"message": "m", "code": "brand_new_code"}})
         assert info is not None
         c = classify(info.model_copy(update={"code": status}))
