@@ -10,7 +10,8 @@
 
 Streams: `: OPENROUTER PROCESSING` first and every ~1 s (scaled) while
 waiting for the first token, one chunk per word, the usage chunk with empty
-`choices`, then `data: [DONE]`. A mid-stream error chunk ends the stream
+`choices` (on an endpoint with `usage: when_asked` only when the request set
+`stream_options.include_usage`, as OpenAI does), then `data: [DONE]`. A mid-stream error chunk ends the stream
 without `[DONE]`; a cut stream simply ends without `[DONE]`.
 
 Routing: candidates come from `selection.candidates` (cheapest first unless

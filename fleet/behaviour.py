@@ -63,7 +63,7 @@ from typing import Any
 from fleet import bank, defects, schema_gen, tools
 from fleet.language import detect_locale
 from fleet.request import ChatRequest, last_user_text, message_text, prompt_tokens
-from fleet.scenario import EndpointSpec, ModelSpec, Scenario
+from fleet.scenario import EndpointSpec, ModelSpec, OpenAIErrorFault, Scenario
 from fleet.selection import supports
 
 
@@ -77,6 +77,7 @@ class PreError:
     retry_after_s: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     reset: bool = False
+    body: dict[str, Any] | None = None  # the whole error body, in another dialect than ours
 
 
 @dataclass
@@ -99,6 +100,7 @@ class Plan:
     reasoning: list[str] = field(default_factory=list)  # healthy reasoning stream tokens
     reasoning_hidden: bool = False  # reasoning happened (tokens counted) but is not sent
     buffered: bool = False  # everything in one chunk after a silent hold
+    send_usage: bool = True  # a stream ends with the usage chunk (EndpointSpec.usage)
     served_model: str | None = None  # the `model` the reply names (None: the one requested)
     prefill: str | None = None  # the assistant message the conversation ended with
 
@@ -187,6 +189,8 @@ def plan_request(
     scale = scenario.time_scale
     locale = detect_locale(last_user_text(req))
     plan = Plan(endpoint, endpoint.provider_name, locale, prompt_tokens(req, scenario.image_tokens))
+    asked = req.stream_options is not None and req.stream_options.include_usage is True
+    plan.send_usage = endpoint.usage == "always" or asked
     fault = _pick(endpoint.faults, n, rng)
     defect = _pick(endpoint.defects, n, rng)
     timing = endpoint.timing
@@ -197,6 +201,10 @@ def plan_request(
         if fault.kind == "http_error":
             plan.delay_s *= 0.5
             plan.pre_error = _http_fault(fault.status, fault.retry_after_s)
+            return plan
+        if fault.kind == "openai_error":
+            plan.delay_s *= 0.5
+            plan.pre_error = _openai_fault(fault)
             return plan
         if fault.kind == "reset":
             plan.delay_s *= 0.5
@@ -486,3 +494,12 @@ _HTTP_FAULTS: dict[int, tuple[str, str]] = {
 def _http_fault(status: int, retry_after_s: float | None) -> PreError:
     message, error_type = _HTTP_FAULTS[status]
     return PreError(status, message, error_type, retry_after_s=retry_after_s)
+
+
+def _openai_fault(fault: OpenAIErrorFault) -> PreError:
+    """The error as an OpenAI-compatible server sends it (its kind in `error.code`)."""
+    error = {"message": fault.message, "type": fault.type, "param": fault.param, "code": fault.code}
+    kind = fault.code or fault.type
+    return PreError(
+        fault.status, fault.message, kind, retry_after_s=fault.retry_after_s, body={"error": error}
+    )

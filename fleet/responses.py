@@ -182,7 +182,8 @@ async def stream_reply(
     started: float,
 ) -> AsyncIterator[bytes]:
     """SSE body: keep-alives until `started + delay_s`, then one chunk per token at
-    the scripted rate (written at most every MIN_WRITE_INTERVAL_S), then usage and
+    the scripted rate (written at most every MIN_WRITE_INTERVAL_S), then usage (unless the
+    endpoint sends it only when asked and the request did not ask: `Plan.send_usage`) and
     `[DONE]` -- or the plan's tail (cut: just stop; midstream_error: error chunk)."""
     loop = asyncio.get_running_loop()
     base = _base(plan, model, gen_id)
@@ -229,14 +230,15 @@ async def stream_reply(
         err = wire.chunk(base, {"content": ""}, "error", error=plan.midstream_error)
         yield wire.sse(err)
         return
-    yield wire.sse(
-        {
-            **base,
-            "object": "chat.completion.chunk",
-            "choices": [],
-            "usage": _usage(plan, images),
-        }
-    )
+    if plan.send_usage:
+        yield wire.sse(
+            {
+                **base,
+                "object": "chat.completion.chunk",
+                "choices": [],
+                "usage": _usage(plan, images),
+            }
+        )
     yield wire.DONE
     entry["outcome"] = "done"
 
@@ -293,7 +295,8 @@ def _usage(plan: Plan, images: int) -> dict[str, Any]:
 
 
 def pre_error_response(err: PreError) -> Response:
-    """A pre-token failure: the envelope (with `Retry-After` if scripted) or a reset."""
+    """A pre-token failure: the envelope (or the body of another dialect: `openai_error`),
+    with `Retry-After` if scripted, or a reset."""
     if err.reset:
         return ResetResponse()
     headers = (
@@ -301,4 +304,6 @@ def pre_error_response(err: PreError) -> Response:
         if err.retry_after_s is not None
         else None
     )
+    if err.body is not None:  # another dialect's body, as that server sends it
+        return JSONResponse(err.body, status_code=err.status, headers=headers)
     return error_response(err.status, err.message, err.error_type, headers=headers, **err.metadata)

@@ -73,6 +73,21 @@ class HttpErrorFault(_Trigger):
     retry_after_s: float | None = Field(default=None, ge=0)
 
 
+class OpenAIErrorFault(_Trigger):
+    """An error before the first token in the OpenAI-compatible dialect many providers and
+    servers speak, `{"error": {"message", "type", "param", "code"}}`: the kind in `code` (a
+    string, e.g. `context_length_exceeded`, `content_policy_violation`,
+    `rate_limit_exceeded`; null: only `type` names it), not OpenRouter's `metadata`."""
+
+    kind: Literal["openai_error"]
+    status: int = Field(default=400, ge=400, le=599)
+    code: str | None
+    type: str = "invalid_request_error"
+    message: str = Field(default="The provider rejected the request.", min_length=1)
+    param: str | None = None
+    retry_after_s: float | None = Field(default=None, ge=0)
+
+
 class ResetFault(_Trigger):
     kind: Literal["reset"]
 
@@ -105,6 +120,7 @@ class MisrouteFault(_Trigger):
 
 Fault = Annotated[
     HttpErrorFault
+    | OpenAIErrorFault
     | ResetFault
     | StreamCutFault
     | MidstreamErrorFault
@@ -370,6 +386,10 @@ class EndpointSpec(_Strict):
         description="a conversation ending in an assistant message (a prefill): `continue` it,"
         " `repeat` it before the continuation, or `reject` it with a 400",
     )
+    usage: Literal["always", "when_asked"] = Field(
+        default="always",
+        description="`always`: every stream ends with the usage chunk (OpenRouter); `when_asked`: only a stream whose request set `stream_options.include_usage: true` (OpenAI and plain OpenAI-compatible servers; a non-streamed reply always carries it)",
+    )
     timing: Timing = Field(default_factory=Timing)
     faults: list[Fault] = Field(default_factory=list)
     defects: list[Defect] = Field(default_factory=list)
@@ -493,7 +513,7 @@ def format_validation_error(
 
 
 _KIND_NAMES = {
-    "http_error", "reset", "stream_cut", "midstream_error", "slow_first_token", "misroute",
+    "http_error", "openai_error", "reset", "stream_cut", "midstream_error", "slow_first_token", "misroute",
     "stray_start", "start_prefix", "first_token_drop", "language_mix", "language_switch",
     "mojibake", "replacement_chars", "repetition", "truncation", "policy_filter", "schema_break", "tool_unknown_name", "tool_bad_args",
     "tool_schema_violation", "tool_as_text", "tools_ignored", "tool_choice_none_violated",

@@ -8,6 +8,8 @@ R10 records built from it (pure: data in, records out; `now` is passed in).
                       route's prices when the upstream reported none; a cancelled hedge
                       loser is still billed for its prompt)
     request_record    the one RequestRecord at the end (prompt/output only as hashes)
+    reply_tokens      a reply's (prompt, completion) tokens: reported, else estimated
+    client_usage      the `usage` a client is told, its three token counts always filled
 """
 
 from __future__ import annotations
@@ -79,8 +81,8 @@ def attempt_record(
     cost = comp.cost_usd
     if cost is None:
         billable = res.status_code == 200 or cancelled  # a cancelled loser may still bill
-        if not prompt_t and billable:
-            prompt_t = estimate_needs(req.contract, req.body).input_tokens
+        if billable:
+            prompt_t, completion_t = reply_tokens(req, comp)
         completion_t = completion_t or len(comp.content) // 4
         cost = res.route.estimate_cost(prompt_t, completion_t) if billable else 0.0
     req.cost_usd += cost
@@ -111,6 +113,31 @@ def attempt_record(
     )  # fmt: skip
     req.attempts.append(record)
     return record
+
+
+def reply_tokens(req: RequestState, comp: Completion) -> tuple[int, int]:
+    """The reply's (prompt, completion) tokens as the upstream reported them (the upstream
+    is always asked for usage: routing/upstream.py); one it did not report is estimated: the
+    prompt from the request (`routing.capability.estimate_needs`), the completion at four
+    characters a token. What an attempt is billed at without a reported cost, and what a
+    client is told."""
+    prompt_t, completion_t = comp.tokens()
+    if not prompt_t:
+        prompt_t = estimate_needs(req.contract, req.body).input_tokens
+    return prompt_t, completion_t or len(comp.content) // 4
+
+
+def client_usage(req: RequestState, comp: Completion) -> dict[str, Any]:
+    """The `usage` a client gets: the upstream's, its `prompt_tokens`, `completion_tokens`
+    and `total_tokens` always there (`reply_tokens`; a total the upstream did not report is
+    their sum), never `{}`."""
+    usage = dict(comp.usage or {})
+    prompt_t, completion_t = reply_tokens(req, comp)
+    usage["prompt_tokens"], usage["completion_tokens"] = prompt_t, completion_t
+    total = usage.get("total_tokens")
+    if isinstance(total, bool) or not isinstance(total, int) or total < prompt_t + completion_t:
+        usage["total_tokens"] = prompt_t + completion_t
+    return usage
 
 
 def _ms(value: float | None) -> float | None:

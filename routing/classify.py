@@ -1,8 +1,10 @@
 """One pure classifier (SPEC R2): every failure signal maps to exactly one class.
 
 Signals:
-  - an OpenRouter error (`wire.errors.ErrorInfo`): an HTTP status with its
-    envelope, or an in-band error chunk after HTTP 200;
+  - an error envelope (`wire.errors.ErrorInfo`): an HTTP status with its envelope, or an
+    in-band error chunk after HTTP 200, in OpenRouter's dialect (the kind in
+    `metadata.error_type`) or the OpenAI-compatible one (the kind in `error.code`, its
+    family in `error.type`), both read through one table (`ERROR_KINDS`);
   - an exception raised while talking to the upstream (our transport errors,
     `routing.errors.UpstreamError`'s tree, into which `routing.upstream` translates its client
     library's; `MalformedStream`; asyncio's timeout);
@@ -60,31 +62,70 @@ class Classification:
     # client generation parameters that may have caused this failure (routing/attribution.py):
     # when set, the failure is not counted against the route's circuit
     client_params: tuple[str, ...] = ()
+    refusal: bool = False  # a provider's policy refusal (`ErrorKind.refusal`)
+    detail: str = ""  # a refusal's reason as the provider gave it (scrubbed, bounded)
 
 
-# error_type values whose meaning is more specific than their status code
-_ERROR_TYPES: dict[str, FailureClass] = {
-    "context_length_exceeded": F.INCOMPATIBLE,
-    "max_tokens_exceeded": F.INCOMPATIBLE,
-    "payload_too_large": F.INCOMPATIBLE,
-    "unsupported_modality": F.INCOMPATIBLE,
-    "invalid_request": F.PERMANENT,
+@dataclass(frozen=True, slots=True)
+class ErrorKind:
+    """What an error kind means, whichever dialect named it: its class, the reason it is
+    known by (synonyms share one, so a move reads one name: `next_move` raises the context
+    the next route needs on `context_length_exceeded`), and whether it is a provider's policy
+    refusal (its message is the reason the client is told, and the workload's `on_refusal`
+    decides whether another route may try)."""
+
+    failure_class: FailureClass
+    reason: str | None = None  # None: the kind's own name
+    refusal: bool = False
+
+
+_REFUSAL = ErrorKind(F.INCOMPATIBLE, refusal=True)
+
+# THE table of error kinds, both dialects: OpenRouter's `metadata.error_type` and the
+# OpenAI-compatible `error.code` (a string) / `error.type`. A kind's meaning is more specific
+# than its status code; `classify_error` reads `error.code` first (the specific kind, when
+# `type` only names its family), then the type. An exhaustive test walks every row in each
+# dialect (tests/routing/test_error_dialects.py).
+ERROR_KINDS: dict[str, ErrorKind] = {
+    "context_length_exceeded": ErrorKind(F.INCOMPATIBLE),
+    "context_window_exceeded": ErrorKind(F.INCOMPATIBLE, "context_length_exceeded"),
+    "max_tokens_exceeded": ErrorKind(F.INCOMPATIBLE),
+    "payload_too_large": ErrorKind(F.INCOMPATIBLE),
+    "request_too_large": ErrorKind(F.INCOMPATIBLE, "payload_too_large"),
+    "unsupported_modality": ErrorKind(F.INCOMPATIBLE),
+    "model_not_found": ErrorKind(F.INCOMPATIBLE),  # the model is unknown on this route
+    "not_found_error": ErrorKind(F.INCOMPATIBLE, "model_not_found"),
+    "invalid_request": ErrorKind(F.PERMANENT),
+    "invalid_request_error": ErrorKind(F.PERMANENT, "invalid_request"),
+    "unprocessable": ErrorKind(F.PERMANENT),
     # our own key / credits: the operator's problem, the same on every route
-    "authentication": F.UPSTREAM_CONFIG,
-    "payment_required": F.UPSTREAM_CONFIG,
+    "authentication": ErrorKind(F.UPSTREAM_CONFIG),
+    "authentication_error": ErrorKind(F.UPSTREAM_CONFIG, "authentication"),
+    "invalid_api_key": ErrorKind(F.UPSTREAM_CONFIG, "authentication"),
+    "payment_required": ErrorKind(F.UPSTREAM_CONFIG),
+    "insufficient_quota": ErrorKind(F.UPSTREAM_CONFIG, "payment_required"),
+    "billing_hard_limit_reached": ErrorKind(F.UPSTREAM_CONFIG, "payment_required"),
     # a provider's moderation / policy refusal: that route's policy, another may serve (and
     # the canary exists to catch such routes); not counted against a circuit, since a
     # client's prompt could be refused everywhere
-    "permission_denied": F.INCOMPATIBLE,
-    "content_policy_violation": F.INCOMPATIBLE,
-    "refusal": F.INCOMPATIBLE,
-    "unprocessable": F.PERMANENT,
-    "rate_limit_exceeded": F.CAPACITY,
-    "provider_overloaded": F.CAPACITY,
-    "provider_unavailable": F.CAPACITY,
-    "server": F.CAPACITY,
-    "timeout": F.TRANSIENT,
+    "permission_denied": _REFUSAL,
+    "content_policy_violation": _REFUSAL,
+    "content_filter": ErrorKind(F.INCOMPATIBLE, "content_policy_violation", refusal=True),
+    "refusal": _REFUSAL,
+    "permission_error": ErrorKind(F.INCOMPATIBLE),  # this key may not use this model here
+    "rate_limit_exceeded": ErrorKind(F.CAPACITY),
+    "rate_limit_error": ErrorKind(F.CAPACITY, "rate_limit_exceeded"),
+    "provider_overloaded": ErrorKind(F.CAPACITY),
+    "overloaded_error": ErrorKind(F.CAPACITY, "provider_overloaded"),
+    "provider_unavailable": ErrorKind(F.CAPACITY),
+    "service_unavailable": ErrorKind(F.CAPACITY, "provider_unavailable"),
+    "server": ErrorKind(F.CAPACITY),
+    "server_error": ErrorKind(F.CAPACITY, "server"),
+    "api_error": ErrorKind(F.CAPACITY, "server"),
+    "timeout": ErrorKind(F.TRANSIENT),
 }
+
+REFUSAL_TEXT_CHARS = 300  # the most of a provider's refusal text a client's error quotes
 
 _STATUSES: dict[int, FailureClass] = {
     400: F.PERMANENT,
@@ -131,26 +172,54 @@ MAPPED_EXCEPTIONS: frozenset[type[BaseException]] = frozenset(t for t, _, _ in _
 
 
 def classify_error(info: ErrorInfo) -> Classification:
-    """An error envelope (HTTP status or in-band chunk) -> its class."""
-    etype = (info.error_type or "").lower() or None
-    code = info.code
-    reason = etype or (f"http_{code}" if code is not None else "error")
-    if etype in _ERROR_TYPES:
-        cls = _ERROR_TYPES[etype]
-    elif code in _STATUSES:
-        cls = _STATUSES[code]
-    elif code is not None and 400 <= code < 500:
-        cls = F.PERMANENT
-    elif code is not None and code >= 500:
-        cls = F.CAPACITY
-    elif info.in_band:
-        cls = F.CAPACITY  # provider died mid-generation without a code
+    """An error envelope (HTTP status or in-band chunk), either dialect -> its class: the
+    first of its kinds (`error.code`, then the type) that `ERROR_KINDS` knows, else its
+    status."""
+    named = [k.lower() for k in (info.error_code, info.error_type) if k]
+    known = [k for k in named if k in ERROR_KINDS]
+    kind = ERROR_KINDS[known[0]] if known else None
+    if kind is not None:
+        cls, reason = kind.failure_class, kind.reason or known[0]
     else:
-        cls = F.INVALID_RESPONSE
+        code = info.code
+        cls = _by_status(info)
+        reason = named[0] if named else f"http_{code}" if code is not None else "error"
     if info.in_band and cls in (F.PERMANENT, F.INCOMPATIBLE):
         # the request was accepted and started generating; the failure is the route's
         cls = F.INVALID_RESPONSE
-    return Classification(cls, reason, early=False, retry_after_s=info.retry_after_s)
+    refusal = kind is not None and kind.refusal
+    return Classification(
+        cls, reason, early=False, retry_after_s=info.retry_after_s, refusal=refusal,
+        detail=_bounded(info.message) if refusal else "",
+    )  # fmt: skip
+
+
+def _by_status(info: ErrorInfo) -> FailureClass:
+    """The class of an error whose kind the table does not know: by its status."""
+    code = info.code
+    if code in _STATUSES:
+        return _STATUSES[code]
+    if code is not None and 400 <= code < 500:
+        return F.PERMANENT
+    if code is not None and code >= 500:
+        return F.CAPACITY
+    if info.in_band:
+        return F.CAPACITY  # provider died mid-generation without a code
+    return F.INVALID_RESPONSE
+
+
+def _bounded(text: str) -> str:
+    """A provider's text (scrubbed already, `wire.errors.parse_error`) at most
+    `REFUSAL_TEXT_CHARS` long, a cut one marked as cut."""
+    text = " ".join(text.split())
+    if len(text) <= REFUSAL_TEXT_CHARS:
+        return text
+    return text[: REFUSAL_TEXT_CHARS - 1].rstrip() + "…"
+
+
+def provider_said(c: Classification) -> str:
+    """What a client's error adds of the provider's own words: a refusal's reason."""
+    return f"; the provider said: {c.detail}" if c.detail else ""
 
 
 def classify_exception(exc: BaseException, *, output_started: bool) -> Classification:

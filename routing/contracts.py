@@ -39,6 +39,9 @@ from routing.errors import ContractError
 Modality = Literal["text", "image"]
 AmbiguousPolicy = Literal["fail", "reconcile", "replay"]
 MidstreamPolicy = Literal["continue", "error"]
+# a provider's content-policy refusal (routing.classify.ErrorKind.refusal): another route may
+# try (`fallback`), or the refusal, with the provider's reason, is the answer (`stop`)
+RefusalPolicy = Literal["fallback", "stop"]
 
 
 class _Strict(BaseModel):
@@ -97,6 +100,7 @@ class Contract(_Strict):
     side_effect_free: bool = True
     hedge_after_ms: int | None = Field(default=None, gt=0)
     ambiguous_policy: AmbiguousPolicy = "replay"
+    on_refusal: RefusalPolicy = "fallback"
     max_attempts: int = Field(default=3, ge=1, le=10)
     # a released stream that fails (cut, stall, garbage) is continued on a prefill-capable
     # route (R15) or ends with an in-band error; None: continue for a text workload without

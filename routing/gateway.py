@@ -8,9 +8,13 @@
          Idempotency-Key / X-Operation-Id: echoed back as X-Operation-Id (generated if absent)
          X-Request-Id (response): the gateway's own id of this request, also in an error
          body (`request_id`); `canary served --request ID` finds its attempts
-         The client's `provider` and `stream_options` are ignored, and so is `model` once it
-         has chosen the workload: the contract of the workload chooses the route. `tools`, `tool_choice`, `functions`,
-         and `function_call` belong to the contract: refused (400, reason
+         The client's `provider` is ignored, and so is `model` once it has chosen the
+         workload: the contract of the workload chooses the route. The upstream is always
+         asked for the usage; `stream_options.include_usage: true` gets it at the end of a
+         stream (a chunk with `choices: []`, as OpenAI sends it; only then), a complete reply always
+         has it, its token counts filled (estimated where the upstream reported none).
+         `tools`, `tool_choice`, `functions`, and `function_call` belong to the contract:
+         refused (400, reason
          contract_owned_parameter). The OpenAI parameters (`stream` a boolean, `max_tokens`
          a positive integer, `temperature` 0..2, `n` only 1, ...) are checked by type and
          range before any route is tried: 400 invalid_parameter, `param` naming the field
@@ -81,7 +85,7 @@ from starlette.types import Receive, Scope, Send
 from ground.errors import CanaryError
 from ground.heap import freeze_loaded
 from ground.settings import GatewayConfig
-from routing.accounting import RequestState
+from routing.accounting import RequestState, client_usage
 from routing.attempt import classify_unforeseen, end_verdict
 from routing.continuation import stitched
 from routing.errors import (
@@ -149,7 +153,7 @@ def _message(result: RouterResult) -> dict[str, Any]:
     return msg
 
 
-def completion_body(result: RouterResult) -> dict[str, Any]:
+def completion_body(result: RouterResult, req: RequestState) -> dict[str, Any]:
     comp = result.completion
     return {
         "id": f"chatcmpl-{result.operation_id}",
@@ -160,7 +164,7 @@ def completion_body(result: RouterResult) -> dict[str, Any]:
         "choices": [
             {"index": 0, "message": _message(result), "finish_reason": comp.finish_reason or "stop"}
         ],
-        "usage": comp.usage or {},
+        "usage": client_usage(req, comp),
     }
 
 
@@ -201,12 +205,21 @@ def _tool_call_frames(base: dict[str, Any], comp: Completion) -> list[bytes]:
     return frames
 
 
-def _closing_frames(base: dict[str, Any], comp: Completion) -> list[bytes]:
+def usage_asked(body: dict[str, Any]) -> bool:
+    """Whether the client asked for the usage at the end of its stream, as OpenAI's clients
+    ask: `stream_options.include_usage: true`."""
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _closing_frames(base: dict[str, Any], comp: Completion, req: RequestState) -> list[bytes]:
     """The end of an accepted stream: its tool calls (`_tool_call_frames`), the finish
-    reason, the usage (when reported), [DONE]."""
+    reason, the usage when the client asked for it (`client_usage`; as OpenAI, never
+    unasked: a client reading `choices[0]` of every chunk gets no chunk without choices),
+    [DONE]."""
     frames = [*_tool_call_frames(base, comp), _chunk(base, {}, comp.finish_reason or "stop")]
-    if comp.usage:
-        frames.append(_sse({**base, "choices": [], "usage": comp.usage}))
+    if usage_asked(req.body):
+        frames.append(_sse({**base, "choices": [], "usage": client_usage(req, comp)}))
     frames.append(b"data: [DONE]\n\n")
     return frames
 
@@ -289,7 +302,7 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
     }
     if result.rest is None:  # a complete, accepted answer (non-streaming contract, or short reply)
         yield _chunk(base, {"role": "assistant", "content": _message(result)["content"]})
-        for frame in _closing_frames(base, result.completion):
+        for frame in _closing_frames(base, result.completion, req):
             yield frame
         if result.finish is not None:
             await result.finish(StreamEnd.accepted())
@@ -321,7 +334,7 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
                 sent.text.append(result.head)
                 yield _chunk(base, {"content": result.head})
         if end is None:
-            for frame in _closing_frames(base, sent.whole(result)):
+            for frame in _closing_frames(base, sent.whole(result), req):
                 yield frame
         else:
             yield _failed_frame(base, end, req, router.upstream.scrub)
@@ -556,7 +569,7 @@ async def _routed(
             headers={**headers, "Cache-Control": "no-cache"},
         )
     return AnswerResponse(
-        req, json_bytes(completion_body(result)), media_type=JSON, headers=headers
+        req, json_bytes(completion_body(result, req)), media_type=JSON, headers=headers
     )
 
 

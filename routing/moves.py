@@ -15,6 +15,8 @@ served the failed attempt for a `SwitchProvider`, and leaves the route behind fo
 The rules, in order:
 - our own credentials or credits refused: stop (`UpstreamMisconfiguredError`);
 - a permanent request failure: stop (`PermanentRequestError`);
+- a provider's policy refusal when the workload's `on_refusal` is `stop`: stop, quoting the
+  provider's reason (by default another route may try);
 - an ambiguous completion when the workload does not replay, or its tools have side effects
   (never replayed without the tool store's dedupe): stop;
 - a transient failure before anything was sent (early) while a same-route retry is left:
@@ -34,10 +36,11 @@ from dataclasses import dataclass, replace
 
 from ground.settings import RoutingConfig
 from routing.backoff import full_jitter_delay
-from routing.classify import Classification
+from routing.classify import Classification, provider_said
 from routing.contracts import Contract
 from routing.deadline import Deadline
 from routing.errors import (
+    ERROR_FOR_CLASS,
     AmbiguousCompletionError,
     FailureClass,
     PermanentRequestError,
@@ -135,7 +138,8 @@ def _stop(
     c: Classification, route: Route, contract: Contract, status_code: int | None
 ) -> Stop | None:
     """The failures no other attempt can help: our own credentials, a permanent request
-    failure, an ambiguous completion the workload does not replay."""
+    failure, a refusal the workload does not take elsewhere, an ambiguous completion the
+    workload does not replay."""
     cls = c.failure_class
     if cls is F.UPSTREAM_CONFIG:
         return Stop(
@@ -149,6 +153,15 @@ def _stop(
         return Stop(
             PermanentRequestError(
                 f"upstream rejected the request: {c.reason}",
+                status_code=status_code,
+                reason=c.reason,
+            )
+        )
+    if c.refusal and contract.on_refusal == "stop":
+        return Stop(
+            ERROR_FOR_CLASS[cls](
+                f"the provider on {route.id} refused the request ({c.reason}); the workload's"
+                f" policy takes no other route{provider_said(c)}",
                 status_code=status_code,
                 reason=c.reason,
             )

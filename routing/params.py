@@ -136,8 +136,9 @@ def string_map(value: Any) -> Problem | None:
 
 
 def stream_options(value: Any) -> Problem | None:
-    """An object; its `include_usage` and `include_obfuscation`, when set, booleans (the
-    gateway ignores them: a stream ends with the usage whenever the upstream reported it)."""
+    """An object; its `include_usage` and `include_obfuscation`, when set, booleans (a
+    stream ends with the usage chunk only when `include_usage` asks for it, as OpenAI's:
+    routing/gateway.py)."""
     if not isinstance(value, dict):
         return _bad("an object", value)
     for key in ("include_usage", "include_obfuscation"):

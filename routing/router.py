@@ -56,7 +56,7 @@ from routing.attempt import (
 from routing.attribution import client_shaping
 from routing.breaker import BreakerBoard, CircuitStatus
 from routing.capability import Needs, contract_misfit, estimate_needs, select_routes
-from routing.classify import Classification
+from routing.classify import Classification, provider_said
 from routing.continuation import prefill_routes, prefilled, why_not
 from routing.contracts import Contract
 from routing.deadline import AttemptBudget, Deadline
@@ -529,7 +529,8 @@ class Router:
         c, res = last
         cls = ERROR_FOR_CLASS[c.failure_class]
         return cls(
-            f"{why}; last failure on {res.route.id}: {c.failure_class.value} ({c.reason})",
+            f"{why}; last failure on {res.route.id}: {c.failure_class.value} ({c.reason})"
+            + provider_said(c),
             status_code=res.status_code,
             reason=c.reason,
         )

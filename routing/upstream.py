@@ -86,6 +86,7 @@ HEAD_MAX_FIELDS = 128
 # the socket before reuse; aiohttp does not, and a POST sent on a connection the server is
 # closing fails (aiohttp retries only idempotent methods), so we let go first.
 KEEPALIVE_S = 4.0
+USAGE_ASKED = {"include_usage": True}  # every request's stream_options: the usage, always
 
 
 # aiohttp's exceptions by exact type -> ours; `None` = not raised by a request of ours (a
@@ -435,10 +436,13 @@ class Upstream:
         return self._session
 
     def call(self, body: dict[str, Any], budget: AttemptBudget) -> UpstreamCall:
+        """One attempt with `body`, always streamed and always asking for the usage (a plain
+        OpenAI-compatible server sends it only when asked; OpenRouter always does): the
+        attempt's tokens and cost, the client's usage."""
         return UpstreamCall(
             self._pool(),
             self._url,
-            {**body, "stream": True},
+            {**body, "stream": True, "stream_options": USAGE_ASKED},
             budget,
             scrub=self.scrub,
             max_line_bytes=self.max_line_bytes,

@@ -2,7 +2,11 @@
 
 `parse_error` reads both metadata dialects, current (`error_type`, `provider_code`) and
 older (`provider_name`, `raw`), a `code` given as a number or a digit string, and an `error`
-given as a bare string. Every string in it passes through `wire.text` (key scrubbed, then
+given as a bare string; and the OpenAI-compatible dialect many providers and servers speak,
+`{"error": {"message", "type", "param", "code"}}`, whose `code` is a string naming the error's
+kind (`context_length_exceeded`, `content_policy_violation`, ...: `ErrorInfo.error_code`)
+and whose `type` its family (`invalid_request_error`: `ErrorInfo.error_type` when no metadata
+names one; `routing.classify` reads both through one table). Every string in it passes through `wire.text` (key scrubbed, then
 cut), at any depth of `metadata`. `error_envelope` builds one for servers of ours (the
 fleet, the gateway's in-band errors).
 """
@@ -26,6 +30,7 @@ class ErrorInfo(BaseModel):
     code: int | None = None
     message: str = ""
     error_type: str | None = None  # metadata.error_type (current dialect) or error.type
+    error_code: str | None = None  # error.code as a kind (OpenAI's dialect), not a status
     provider_code: str | None = None
     provider_name: str | None = None  # metadata.provider_name (older dialect)
     retry_after_s: float | None = None  # from the Retry-After header
@@ -68,14 +73,19 @@ def parse_error(
         err = {"message": err} if err not in (None, False) else {}
     raw_meta = err.get("metadata")
     meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-    code = status_code(err.get("code"))
+    raw_code = err.get("code")
+    code = status_code(raw_code)
     error_type = meta.get("error_type") or err.get("type")
+    kind_code = (
+        raw_code if isinstance(raw_code, str) and code is None and raw_code.strip() else None
+    )
     return ErrorInfo(
         code=code if code is not None else fallback_code,
         message=upstream_text(err.get("message", ""), scrub, MAX_TEXT_CHARS)
         if err.get("message") is not None
         else "",
         error_type=_field(error_type, scrub) if error_type else None,
+        error_code=_field(kind_code, scrub),
         provider_code=_field(meta.get("provider_code"), scrub),
         provider_name=_field(meta.get("provider_name"), scrub),
         retry_after_s=retry_after_s,

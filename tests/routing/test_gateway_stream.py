@@ -32,6 +32,7 @@ from tests.fixtures.routing import (
 )
 
 KEY = "gw-stream-key"
+USAGE = {"include_usage": True}  # a stream ends with the usage when the client asks
 LONG = "Write a long scene: the lantern flickers as Mara opens the door to the archive."
 
 
@@ -63,7 +64,7 @@ async def test_r10_r11_streamed_cost_and_tokens_are_the_final_usage(
     fleet.load(routing_scenario())
     router = make_router(fleet.base_url, fleet.key, events=EventLog(ledger_url))
     async with ServedApp(create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05))) as s:
-        chunks = await _stream(s.url, chat_body(LONG, stream=True))
+        chunks = await _stream(s.url, chat_body(LONG, stream=True, stream_options=USAGE))
     usage = [c["usage"] for c in chunks if c.get("usage")][-1]
     await router.events.aflush()  # type: ignore[union-attr]
     with sqlite3.connect(ledger_url.removeprefix("sqlite:///")) as db:

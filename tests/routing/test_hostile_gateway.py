@@ -183,7 +183,7 @@ async def test_r10_no_key_fragment_reaches_a_client_an_event_or_a_log(
                 for stream in (False, True):
                     r = await http.post(
                         "/v1/chat/completions",
-                        json=chat_body(stream=stream),
+                        json=chat_body(stream=stream, stream_options={"include_usage": True}),
                         headers={**AUTH, "X-Workload": workload},
                     )
                     assert r.status_code < 500 or r.json()["error"]["type"] != "internal_error"
@@ -372,9 +372,8 @@ async def test_r2_no_upstream_behaviour_gives_a_500(
     async with ServedApp(create_app(router, GatewayConfig(keys=[GW], events_flush_s=0.05))) as s:
         async with httpx.AsyncClient(base_url=s.url, timeout=60) as http:
             for stream in (False, True):
-                r = await http.post(
-                    "/v1/chat/completions", json=chat_body(stream=stream), headers=AUTH
-                )
+                body = chat_body(stream=stream, stream_options={"include_usage": True})
+                r = await http.post("/v1/chat/completions", json=body, headers=AUTH)
                 assert r.status_code == 200, r.text[:300]
                 if stream:
                     assert r.text.rstrip().endswith("data: [DONE]")

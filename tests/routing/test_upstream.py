@@ -48,9 +48,13 @@ def test_one_upstream_serves_each_event_loop_it_is_used_in(hostile: Hostile) -> 
     assert len(hostile.requests) == 5
 
 
+ASKED = {"stream": True, "stream_options": {"include_usage": True}}
+
+
 async def test_the_request_is_what_httpx_sent(hostile: Hostile) -> None:
     """POST <base>/chat/completions with the body encoded as httpx encoded `json=` (compact
-    UTF-8) plus `stream: true`, the key as a bearer header, gzip/deflate offered, no cookie
+    UTF-8) plus `stream: true` and `stream_options.include_usage` (the usage always asked
+    for: issue 32), the key as a bearer header, gzip/deflate offered, no cookie
     and no proxy headers."""
     hostile.handler = lambda req: hello_stream()
     upstream = Upstream(hostile.base_url + "/", SecretStr(KEY))
@@ -60,7 +64,7 @@ async def test_the_request_is_what_httpx_sent(hostile: Hostile) -> None:
         await upstream.aclose()
     (req,) = hostile.requests
     assert (req.method, req.path) == ("POST", "/api/v1/chat/completions")
-    expected = httpx.Request("POST", "http://x", json={**BODY, "stream": True}).read()
+    expected = httpx.Request("POST", "http://x", json={**BODY, **ASKED}).read()
     assert req.body == expected and json.loads(req.body)["stream"] is True
     h = req.headers
     assert h["authorization"] == f"Bearer {KEY}" and h["content-type"] == "application/json"
