@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from routing.acceptance import Accepted, accept
+from routing.acceptance import CUT, Accepted, accept
 from routing.attribution import attribute, client_shaping
 from routing.budget import Budget
 from routing.classify import Classification, Rejection, classify, with_side_effects
@@ -237,7 +237,7 @@ def _after_start(
     if not gate.head.strip():
         res.completion = completion
         res.output_started = call.output_started
-        res.rejection = Rejection("transport_incomplete", "stream ended without [DONE]")
+        res.rejection = Rejection("transport_incomplete", CUT)
         res.classification = Classification(
             _ambiguous_or_invalid(call), "stream_cut" if call.output_started else "empty_stream"
         )
@@ -251,8 +251,7 @@ def _after_start(
         res.classification = attribute(classify(res.rejection), judge.client_params)
         return False
     res.call, res.output_started, res.rest = call, True, pieces
-    call.stall_s = None  # released: from now on only the deadline bounds the stream
-    return True
+    return True  # released: the stall cut and the deadline still bound the stream (R15)
 
 
 def classify_unforeseen(
@@ -302,8 +301,8 @@ class _Judge:
         comp = call.assembler.completion
         res.completion = comp
         if not comp.done and comp.error is None:
-            # the stream ended without [DONE]: a cut; after output it is ambiguous
-            res.rejection = Rejection("transport_incomplete", "stream ended without [DONE]")
+            # the stream ended before its end: a cut; after output it is ambiguous
+            res.rejection = Rejection("transport_incomplete", CUT)
             res.classification = Classification(_ambiguous_or_invalid(call), "stream_cut")
             return
         if comp.error is not None:

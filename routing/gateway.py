@@ -67,7 +67,7 @@ from ground.errors import CanaryError
 from ground.heap import freeze_loaded
 from ground.settings import GatewayConfig
 from routing.accounting import RequestState
-from routing.attempt import end_verdict
+from routing.attempt import classify_unforeseen, end_verdict
 from routing.errors import (
     BodyTooLarge,
     BodyTooSlow,
@@ -208,6 +208,13 @@ def _stream_verdict(result: RouterResult, router: Router, req: RequestState) -> 
     return StreamEnd.failed(verdict.failure_class, verdict.reason, verdict.client_params)
 
 
+def _broken(exc: Exception, scrub: Scrubber) -> StreamEnd:
+    """A released stream the upstream broke (a stall, a reset, garbage past its bound): its
+    failure as any attempt's after output started (`routing.classify`: `stream_stalled`, ...)."""
+    c = classify_unforeseen(exc, True, scrub)
+    return StreamEnd.failed(c.failure_class, c.reason)
+
+
 def _failed_frame(
     base: dict[str, Any], end: StreamEnd, req: RequestState, scrub: Scrubber
 ) -> bytes:
@@ -265,7 +272,7 @@ async def relay(result: RouterResult, router: Router, req: RequestState) -> Asyn
         except TimeoutError:
             end = StreamEnd.failed(FailureClass.DEADLINE, "deadline_during_stream")
         except Exception as exc:  # the upstream broke after release: tell the client in-band
-            end = StreamEnd.failed(FailureClass.AMBIGUOUS, type(exc).__name__[:64])
+            end = _broken(exc, router.upstream.scrub)
         if end is None:
             for frame in _closing_frames(base, result.completion):
                 yield frame

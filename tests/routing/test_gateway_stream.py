@@ -250,8 +250,8 @@ async def test_r9_client_gone_mid_stream_records_a_cancelled_request_once(
 ) -> None:
     """A client that took the head and went away: the relay ran (the head reached it), the
     upstream call is closed and the request is recorded once, as cancelled, with no verdict
-    on the route (R9, R10)."""
-    fleet.load(routing_scenario())
+    on the route (R9, R10). Paced, so it is released before its end."""
+    fleet.load(paced(routing_scenario()))
     router = make_router(fleet.base_url, fleet.key, events=EventLog(ledger_url))
     result, req = await _released(router)
     bodies = await _respond(RelayResponse(result, relay(result, router, req)), send_ok=2)
