@@ -70,7 +70,7 @@ from routing.errors import (
     UnsupportedProtocol,
     UpstreamError,
 )
-from routing.response import StreamAssembler
+from routing.response import Completion, StreamAssembler
 from wire import jsonio
 from wire.errors import ErrorInfo, parse_error, unparseable
 from wire.retry_after import parse_retry_after
@@ -260,8 +260,8 @@ class UpstreamCall:
         a complete reply without `[DONE]`); a stream that ends otherwise leaves
         `assembler.completion.done` False (a cut). An in-band error chunk ends it too (what
         came before the error in the same read is still yielded). A `data:` event that is
-        not a JSON object is skipped and counted; more than `max_malformed_events` of them
-        raise `MalformedStream`. Raises `UpstreamError`s (and `MalformedStream`) as they come.
+        not a JSON object is skipped and counted; more than `max_malformed_events` of them,
+        or any at an end with no finish reason, raise `MalformedStream`. Raises `UpstreamError`s (and `MalformedStream`) as they come.
         """
         assert self._response is not None, "start() first"
         stream = self._response.content
@@ -297,6 +297,8 @@ class UpstreamCall:
                 if assembler.completion.error is not None:
                     failed = True
                     break
+            if done and not failed:
+                _whole_despite_skipped(assembler.completion)
             if assembler.raw_content or assembler.completion.tool_calls or failed:
                 self.output_started = True
                 self._first_token_at = None
@@ -386,6 +388,15 @@ class UpstreamCall:
             buf.extend(chunk)
             if len(buf) > limit:
                 return None
+
+
+def _whole_despite_skipped(completion: Completion) -> None:
+    """At `[DONE]`: a reply with skipped `data:` events is whole only when a finish reason
+    came (a skipped event may have been its end): else `MalformedStream`."""
+    if completion.malformed_events and completion.finish_reason is None:
+        raise MalformedStream(
+            f"{completion.malformed_events} SSE data events not a JSON object, and no finish reason"
+        )
 
 
 def _ends_clean(assembler: StreamAssembler, parser: SSEParser) -> bool:
