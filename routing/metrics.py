@@ -147,10 +147,6 @@ class RouterMetrics:
         self.deadline = Counter(
             "canary_router_deadline_exhausted", "Requests out of deadline", ["workload"], registry=r
         )
-        self.malformed = Counter(
-            "canary_router_malformed_events", "Upstream SSE data events not a JSON object, skipped",
-            ["workload", "route"], registry=r,
-        )  # fmt: skip
         self.cost = Counter(
             "canary_router_cost_usd", "Estimated cost of all attempts", ["workload"], registry=r
         )
@@ -198,7 +194,12 @@ class RouterMetrics:
         self._child(self.cost, ev.workload).inc(max(0.0, ev.cost_usd))
 
     def _passive_counters(self, r: CollectorRegistry) -> None:
-        """Production evidence per (model, provider) (O8, routing/passive_watch.py)."""
+        """Production evidence per (model, provider) (O8, routing/passive_watch.py), and the
+        upstream `data:` events that were not JSON, skipped (R15)."""
+        self.malformed = Counter(
+            "canary_router_malformed_events", "Upstream SSE data events not a JSON object, skipped",
+            ["workload", "route"], registry=r,
+        )  # fmt: skip
         self.passive_replies = Counter(
             "canary_router_passive_replies", "Replies judged as production evidence, by provider",
             ["model", "provider"], registry=r,
