@@ -92,8 +92,12 @@ class Plan:
     tool_calls: list[dict[str, Any]] | None = None
     finish_reason: str = "stop"
     gap_s: float = 0.0
-    tail: str = "done"  # done | cut | midstream_error
+    tail: str = "done"  # done | cut | midstream_error | no_done (all of it but [DONE])
     tail_at: int = 0
+    garbage_at: int | None = None  # content chunks before `garbage_n` non-JSON data events
+    garbage_n: int = 0
+    stall_at: int | None = None  # content chunks before a silence of `stall_s`
+    stall_s: float = 0.0
     midstream_error: dict[str, Any] | None = None
     fault: str | None = None
     defect: str | None = None
@@ -264,6 +268,8 @@ def plan_request(
         plan.chunks = plan.chunks[:limit]
         plan.finish_reason = "length"
     _stream_defect(plan, defect, req, scale, rng)
+    if fault is not None:
+        _wire_fault(plan, fault, scale)
     if fault is not None and fault.kind in {"stream_cut", "midstream_error"}:
         plan.tail = "cut" if fault.kind == "stream_cut" else "midstream_error"
         plan.tail_at = max(1, int(len(plan.chunks) * fault.after_fraction))
@@ -300,6 +306,20 @@ def _continued(prefill: str, repeat: bool, locale: str, rng: random.Random) -> s
     if not prefill[-1].isspace() and bank.bank(locale).joiner:
         rest = " " + rest
     return prefill + rest if repeat else rest
+
+
+def _wire_fault(plan: Plan, fault: Any, scale: float) -> None:
+    """The faults of a reply's wire that leave its content whole: no `[DONE]`, non-JSON
+    data events in the middle, a stall after some chunks."""
+    last = max(1, len(plan.chunks) - 1)  # before the last chunk (it carries the finish)
+    if fault.kind == "no_done":
+        plan.tail = "no_done"
+    elif fault.kind == "malformed_event":
+        plan.garbage_at = min(last, max(1, int(len(plan.chunks) * fault.after_fraction)))
+        plan.garbage_n = fault.count
+    elif fault.kind == "stall":
+        plan.stall_at = min(last, fault.after_chunks)
+        plan.stall_s = fault.stall_s * scale
 
 
 def _policy_filter(

@@ -1,6 +1,7 @@
 """How one planned reply goes on the wire: the SSE stream (keep-alives while
 waiting, word chunks at the scripted rate, usage chunk, `[DONE]`, or a cut /
-in-band error tail), the non-streamed body, pre-token errors and resets."""
+in-band error tail; the wire faults: no `[DONE]`, non-JSON data events mid-reply, a stall
+after some chunks), the non-streamed body, pre-token errors and resets."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ MIN_WRITE_INTERVAL_S = 0.05
 # two pieces a millisecond or more apart, which every path that streams from the fleet paid.
 TIMER_RESOLUTION_S = 0.001
 RAW_SEND = "fleet.raw_send"
+GARBAGE = b'data: {"id": "gen-garbled", "choices": [{"delta": {"content": \n\n'  # not JSON
 
 
 def error_response(
@@ -196,7 +198,10 @@ async def stream_reply(
             yield wire.KEEPALIVE
     deltas = _deltas(plan)
     lead = 0 if plan.buffered else len(_reasoning_deltas(plan))  # a cut counts content tokens
-    stop_at = min(len(deltas), plan.tail_at + lead) if plan.tail != "done" else len(deltas)
+    cut = plan.tail in ("cut", "midstream_error")
+    stop_at = min(len(deltas), plan.tail_at + lead) if cut else len(deltas)
+    garbage_at = None if plan.garbage_at is None else plan.garbage_at + lead
+    stall_at = None if plan.stall_at is None else plan.stall_at + lead
     encoder = wire.ChunkEncoder(base)
     start = loop.time()
     i = 0
@@ -204,6 +209,11 @@ async def stream_reply(
         now = loop.time()
         batch = bytearray()
         while i < stop_at and start + i * plan.gap_s <= now + TIMER_RESOLUTION_S:
+            if i == garbage_at:
+                batch += GARBAGE * plan.garbage_n
+                garbage_at = None
+            if i == stall_at:
+                break
             last = i == len(deltas) - 1
             delta = deltas[i]
             if not last and len(delta) == 1 and "content" in delta:
@@ -213,6 +223,11 @@ async def stream_reply(
             i += 1
         if batch:
             yield bytes(batch)
+        if i == stall_at:  # silent for the stall, then the rest at the scripted rate
+            stall_at = None
+            await asyncio.sleep(plan.stall_s)
+            start += plan.stall_s
+            continue
         if i < stop_at:
             # wake for the next token, but at most every MIN_WRITE_INTERVAL_S (tokens due
             # meanwhile go out together), and never later than the last token is due
@@ -239,6 +254,9 @@ async def stream_reply(
                 "usage": _usage(plan, images),
             }
         )
+    if plan.tail == "no_done":  # complete, and a clean end without [DONE]
+        entry["outcome"] = "no_done"
+        return
     yield wire.DONE
     entry["outcome"] = "done"
 
@@ -249,7 +267,8 @@ async def complete_reply(
     """Non-streamed body, returned once the whole scripted generation time has passed."""
     loop = asyncio.get_running_loop()
     tokens = 0 if plan.buffered else len(plan.reasoning) + len(plan.chunks)
-    finish = started + plan.delay_s + tokens * plan.gap_s
+    stall = plan.stall_s if plan.stall_at is not None else 0.0
+    finish = started + plan.delay_s + tokens * plan.gap_s + stall
     await asyncio.sleep(max(0.0, finish - loop.time()))
     if plan.tail == "cut":
         entry["outcome"] = "cut"

@@ -108,6 +108,30 @@ class MidstreamErrorFault(_Trigger):
     error_type: str = "provider_unavailable"
 
 
+class NoDoneFault(_Trigger):
+    """The whole reply, its finish reason and usage, then a clean end without `[DONE]`."""
+
+    kind: Literal["no_done"]
+
+
+class MalformedEventFault(_Trigger):
+    """`count` SSE `data:` events that are not JSON, after `after_fraction` of the reply's
+    chunks; the reply then goes on to its end (one is a glitch, many a stream of garbage)."""
+
+    kind: Literal["malformed_event"]
+    after_fraction: float = Field(default=0.4, gt=0, lt=1)
+    count: int = Field(default=1, ge=1, le=1000)
+
+
+class StallFault(_Trigger):
+    """After `after_chunks` content chunks, no byte for `stall_s` (scaled), then the rest of
+    the reply (a stall after N chunks; capped before the reply's last chunk)."""
+
+    kind: Literal["stall"]
+    after_chunks: int = Field(default=2, ge=1)
+    stall_s: float = Field(default=30.0, ge=0)
+
+
 class SlowFirstTokenFault(_Trigger):
     kind: Literal["slow_first_token"]
     ttft_s: float = Field(default=12.0, ge=0)
@@ -124,6 +148,9 @@ Fault = Annotated[
     | ResetFault
     | StreamCutFault
     | MidstreamErrorFault
+    | NoDoneFault
+    | MalformedEventFault
+    | StallFault
     | SlowFirstTokenFault
     | MisrouteFault,
     Field(discriminator="kind"),
@@ -514,6 +541,7 @@ def format_validation_error(
 
 _KIND_NAMES = {
     "http_error", "openai_error", "reset", "stream_cut", "midstream_error", "slow_first_token", "misroute",
+    "no_done", "malformed_event", "stall",
     "stray_start", "start_prefix", "first_token_drop", "language_mix", "language_switch",
     "mojibake", "replacement_chars", "repetition", "truncation", "policy_filter", "schema_break", "tool_unknown_name", "tool_bad_args",
     "tool_schema_violation", "tool_as_text", "tools_ignored", "tool_choice_none_violated",

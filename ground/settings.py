@@ -291,6 +291,14 @@ class RoutingConfig(BaseModel):
         ge=1024,
         description="Largest upstream reply; a larger one is an invalid response (fallback).",
     )
+    max_malformed_events: int = Field(
+        default=3,
+        ge=0,
+        description=(
+            "R15: SSE data events of one upstream reply that are not a JSON object, skipped and"
+            " counted; one more is a malformed stream (a cut)."
+        ),
+    )
     contracts_dir: Path | None = Field(
         default=None,
         description="Contract directory; default: the shipped examples (routing/contracts).",
@@ -314,7 +322,8 @@ class RoutingConfig(BaseModel):
     stall_timeout_s: float = Field(
         default=5.0,
         gt=0,
-        description="R13: no byte for this long after the stream started, before release: cut.",
+        description="R13, R15: no byte for this long after the stream started (before or after"
+        " release): a stall, cut.",
     )
     start_hold_s: float = Field(
         default=5.0,

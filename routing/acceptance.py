@@ -2,7 +2,7 @@
 the primary one included, before it is returned, cached, billed as success or
 handed to a tool.
 
-    1. transport complete and envelope parseable (no in-band error), and within every cap
+    1. transport complete (`[DONE]`, or a clean end after a finish reason) and envelope parseable (no in-band error), and within every cap
        of the assembler on content (`Completion.over_cap`, routing/response.py: too many
        tool calls, an overlong call id or name, a second choice): rejected with the cap's
        own reason, never passed on cut
@@ -36,6 +36,10 @@ from routing.response import Completion
 from routing.schemas import SchemaRegistry
 from routing.semantic import VALIDATORS
 from wire import jsonio
+
+# a stream is complete at `[DONE]` or at a clean end after a finish reason (R15,
+# routing/upstream.py); any other end is a cut
+CUT = "stream ended without a finish reason or [DONE]"
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ def _transport_and_finish(completion: Completion, contract: Contract) -> Rejecti
     """Steps 1-2 and the start check: a complete stream without an in-band error, a finish
     reason the contract takes, and (streaming workloads) a clean reply start."""
     if not completion.done:
-        return Rejection("transport_incomplete", "stream ended without [DONE]")
+        return Rejection("transport_incomplete", CUT)
     if completion.error is not None:
         return Rejection("in_band_error", completion.error.error_type or str(completion.error.code))
     if completion.over_cap is not None:

@@ -110,6 +110,7 @@ def attempt_record(
         excluded=",".join(sorted(res.excluded_before)) or None,
         budget_ms=_ms(b.total_ms) if b else None, ttft_budget_ms=_ms(b.ttft_ms) if b else None,
         kept_ms=_ms(b.kept_ms) if b else None, passive=res.passive,
+        malformed_events=comp.malformed_events,
     )  # fmt: skip
     req.attempts.append(record)
     return record

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from routing.acceptance import Accepted, accept
+from routing.acceptance import CUT, Accepted, accept
 from routing.attribution import attribute, client_shaping
 from routing.budget import Budget
 from routing.classify import Classification, Rejection, classify, with_side_effects
@@ -238,7 +238,7 @@ def _after_start(
     if not gate.head.strip():
         res.completion = completion
         res.output_started = call.output_started
-        res.rejection = Rejection("transport_incomplete", "stream ended without [DONE]")
+        res.rejection = Rejection("transport_incomplete", CUT)
         res.classification = Classification(
             _ambiguous_or_invalid(call), "stream_cut" if call.output_started else "empty_stream"
         )
@@ -256,9 +256,10 @@ def _after_start(
 
 
 def _release(res: AttemptResult, call: UpstreamCall, rest: AsyncIterator[str]) -> None:
-    """Hand the still-open call and the rest of its content over in `res` (to be relayed)."""
+    """Hand the still-open call and the rest of its content over in `res` (to be relayed):
+    the stall cut and the deadline still bound the stream (a stall is rescued by a
+    continuation, R15)."""
     res.call, res.output_started, res.rest = call, True, rest
-    call.stall_s = None  # released: from now on only the deadline bounds the stream
 
 
 async def run_continuation(
@@ -373,8 +374,8 @@ class _Judge:
         comp = call.assembler.completion
         res.completion = comp
         if not comp.done and comp.error is None:
-            # the stream ended without [DONE]: a cut; after output it is ambiguous
-            res.rejection = Rejection("transport_incomplete", "stream ended without [DONE]")
+            # the stream ended before its end: a cut; after output it is ambiguous
+            res.rejection = Rejection("transport_incomplete", CUT)
             res.classification = Classification(_ambiguous_or_invalid(call), "stream_cut")
             return
         if comp.error is not None:

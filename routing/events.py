@@ -81,6 +81,7 @@ class AttemptEvent(_RoutingBase, table=True):
     kept_ms: float | None = None  # kept for one fallback when it started
     excluded: str | None = None  # providers this request excluded by then (tags, comma-joined)
     passive: str | None = None  # production evidence: "ok", a failure reason, None (none)
+    malformed_events: int | None = None  # `data:` events not a JSON object, skipped (R15)
 
 
 class RequestEvent(_RoutingBase, table=True):

@@ -14,6 +14,8 @@ Counters (rates are ratios of counters, in PromQL or `snapshot()`):
     canary_router_validation_rejections_total{workload,route,reason}   ... yet rejected by acceptance
     canary_router_ambiguous_total{workload}
     canary_router_deadline_exhausted_total{workload}
+    canary_router_malformed_events_total{workload,route}   upstream `data:` events that were
+                                                            not a JSON object, skipped (R15)
     canary_router_cost_usd_total{workload}                  all attempts
     canary_router_accepted_cost_usd_total{workload}         requests that were accepted
     canary_router_latency_seconds{workload,route}           histogram by final route
@@ -236,10 +238,17 @@ class RouterMetrics:
             self.watch.observe(http_ok=ev.http_success, rejected=rejected, now=self.clock())
         if ev.failure_class == "ambiguous_completion":
             self._child(self.ambiguous, ev.workload).inc()
+        if ev.malformed_events:
+            self._child(self.malformed, ev.workload, ev.route_id).inc(ev.malformed_events)
         self._child(self.cost, ev.workload).inc(max(0.0, ev.cost_usd))
 
     def _passive_counters(self, r: CollectorRegistry) -> None:
-        """Production evidence per (model, provider) (O8, routing/passive_watch.py)."""
+        """Production evidence per (model, provider) (O8, routing/passive_watch.py), and the
+        upstream `data:` events that were not JSON, skipped (R15)."""
+        self.malformed = Counter(
+            "canary_router_malformed_events", "Upstream SSE data events not a JSON object, skipped",
+            ["workload", "route"], registry=r,
+        )  # fmt: skip
         self.passive_replies = Counter(
             "canary_router_passive_replies", "Replies judged as production evidence, by provider",
             ["model", "provider"], registry=r,

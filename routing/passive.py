@@ -15,8 +15,9 @@ gateway's own verdicts on real replies, and the rule that makes a provider *susp
 
 Reasons: a stray or corrupted reply start (the canary's response-start check), a structured
 reply that fails its schema, a broken tool call, a truncated reply (finish `length` not
-caused by the client's own limit) and an empty reply (no text, no tool call; counted even
-where the contract takes one, as the canary's start contract counts it).
+caused by the client's own limit), an empty reply (no text, no tool call; counted even
+where the contract takes one, as the canary's start contract counts it) and a stream with a
+`data:` event that is not JSON (skipped in an accepted reply, or too many: a malformed stream).
 
 Suspect: a provider's failure rate for one reason against the pooled rate of the model's
 other providers in the same window, with the canary's own peer comparison
@@ -63,6 +64,7 @@ class Reason(StrEnum):
     TOOL_CALL = "tool_call"
     TRUNCATION = "truncation"
     EMPTY = "empty"
+    MALFORMED = "malformed"
 
     @property
     def words(self) -> str:
@@ -83,6 +85,7 @@ _WORDS = {
     Reason.TOOL_CALL: "rejected for a broken tool call",
     Reason.TRUNCATION: "cut short (finish length)",
     Reason.EMPTY: "empty",
+    Reason.MALFORMED: "with a stream event that is not JSON",
 }
 _CONTRACTS = {
     Reason.START: "start",
@@ -90,6 +93,7 @@ _CONTRACTS = {
     Reason.TOOL_CALL: "tools",
     Reason.TRUNCATION: "start",  # the start contract judges empty and truncated replies (C9)
     Reason.EMPTY: "start",
+    Reason.MALFORMED: "stream",  # C12: the stream's own honesty
 }
 REASONS: tuple[Reason, ...] = tuple(Reason)
 _INDEX = {r: i for i, r in enumerate(REASONS)}
@@ -107,6 +111,7 @@ REJECTIONS: dict[str, Reason] = {
     "no_tool_call": Reason.TOOL_CALL,
     "finish_length": Reason.TRUNCATION,
     "output_too_short": Reason.EMPTY,
+    "malformed_stream": Reason.MALFORMED,  # more `data:` events not JSON than are skipped
 }
 
 
@@ -126,6 +131,8 @@ def passive_verdict(
     content = completion.content
     if not completion.tool_calls and (not content or content.isspace()):
         return Reason.EMPTY.value
+    if completion.malformed_events:  # accepted, a `data:` event not JSON skipped (R15)
+        return Reason.MALFORMED.value
     return OK
 
 

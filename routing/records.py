@@ -74,6 +74,7 @@ class AttemptRecord:
     # what the attempt says of its provider as production evidence (routing/passive.py): "ok",
     # a failure reason, or None (no evidence: transport, a client's error or shaping, ...)
     passive: str | None = None
+    malformed_events: int = 0  # `data:` events not a JSON object, skipped (R15)
     at: datetime = field(default_factory=utcnow)
 
 

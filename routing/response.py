@@ -46,10 +46,11 @@ class Completion:
     finish_reason: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: dict[str, Any] | None = None
-    done: bool = False  # the stream saw [DONE]
+    done: bool = False  # the stream ended complete: [DONE], or a clean end after a finish reason
     error: ErrorInfo | None = None  # in-band error (chunk or choice)
     # the first cap on content the reply went over: (reason, detail); acceptance rejects it
     over_cap: tuple[str, str] | None = None
+    malformed_events: int = 0  # `data:` events that were not a JSON object, skipped (R15)
 
     @property
     def cost_usd(self) -> float | None:
@@ -185,8 +186,8 @@ class StreamAssembler:
         return _scrubbed_call(call, self.scrub)
 
     def finish(self) -> str:
-        """The stream ended with [DONE]: the content not yet released, with the held-back
-        end, and the tool calls scrubbed (only a finished reply's calls are ever handed out)."""
+        """The stream ended complete ([DONE], or a clean end after a finish reason): the
+        content not yet released, with the held-back end, and the tool calls scrubbed (only a finished reply's calls are ever handed out)."""
         released = self.release()
         held = self._text.flush()
         self.completion.content += held

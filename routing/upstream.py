@@ -18,10 +18,10 @@ pooled `ClientSession` per `Upstream` and event loop, made lazily inside the run
 Every attempt gets timeouts cut to the remaining deadline by the caller (`AttemptBudget`):
 connect, total, and two cuts of its own here (R13): no content (text or a tool call) within
 `ttft_s` of sending the request raises `SlowFirstToken`, and once output started, no byte
-for `stall_s` raises `StreamStalled` (our own cuts, not transport failures; the caller
-clears `stall_s` when it releases the stream to a client: from then on only the deadline
-bounds it). The upstream is
-always asked to stream, so the router sees time to first token, stream cuts (no `[DONE]`),
+for `stall_s` raises `StreamStalled` (our own cuts, not transport failures; the stall cut
+holds for the whole stream, after its release to a client too: R15). The upstream is
+always asked to stream, so the router sees time to first token, stream cuts (an end with
+neither a finish reason nor `[DONE]`),
 in-band error chunks and the reply start before anything reaches a client; the assembled
 `Completion` is what the acceptance pipeline reads.
 
@@ -32,7 +32,7 @@ translated at this boundary through one table (`_AIOHTTP`, aiohttp's class -> ou
 every exception class aiohttp exports and fails unless each one has a row.
 
 Bounds come from `ground.settings.RoutingConfig`, taken whole (`max_connections`,
-`max_error_body_bytes`, `max_line_bytes`, `max_reply_bytes`). The upstream key lives in the
+`max_error_body_bytes`, `max_line_bytes`, `max_reply_bytes`, `max_malformed_events`). The upstream key lives in the
 session's default headers only; it is never part of a repr, an error message (they are
 scrubbed) or an event.
 """
@@ -70,7 +70,7 @@ from routing.errors import (
     UnsupportedProtocol,
     UpstreamError,
 )
-from routing.response import StreamAssembler
+from routing.response import Completion, StreamAssembler
 from wire import jsonio
 from wire.errors import ErrorInfo, parse_error, unparseable
 from wire.retry_after import parse_retry_after
@@ -174,6 +174,7 @@ class UpstreamCall:
         max_line_bytes: int,
         max_reply_bytes: int,
         max_error_bytes: int,
+        max_malformed_events: int,
         proxy: str | None = None,
     ) -> None:
         self._session = session
@@ -185,12 +186,13 @@ class UpstreamCall:
         self._scrub = scrub
         self._max_line_bytes = max_line_bytes
         self._max_reply_bytes = max_reply_bytes
+        self._max_malformed = max_malformed_events
         self._response: aiohttp.ClientResponse | None = None
         self.assembler = StreamAssembler(scrub)
         self.output_started = False  # any content/tool delta seen: a cut now is ambiguous
         self.headers_received = False
         self.status_code: int | None = None
-        self.stall_s = budget.stall_s  # cleared by the caller once the stream is released
+        self.stall_s = budget.stall_s  # no byte this long once output started: a stall
         self.hold_s = budget.hold_s  # the longest the caller holds the start after output
         self._first_token_at: float | None = None  # loop time by which content must come
 
@@ -255,10 +257,12 @@ class UpstreamCall:
         by then; the start gate decides the same however a reply is cut, a property test
         of issue 26); tool-call deltas are assembled silently.
 
-        Ends normally at `[DONE]`; a stream that ends without it leaves
+        Ends normally at `[DONE]`, or at a clean end of the body after a finish reason (R15:
+        a complete reply without `[DONE]`); a stream that ends otherwise leaves
         `assembler.completion.done` False (a cut). An in-band error chunk ends it too (what
-        came before the error in the same read is still yielded). Raises `UpstreamError`s
-        (and `MalformedStream`) as they come.
+        came before the error in the same read is still yielded). A `data:` event that is
+        not a JSON object is skipped and counted; more than `max_malformed_events` of them,
+        or any at an end with no finish reason, raise `MalformedStream`. Raises `UpstreamError`s (and `MalformedStream`) as they come.
         """
         assert self._response is not None, "start() first"
         stream = self._response.content
@@ -268,8 +272,11 @@ class UpstreamCall:
         done = False
         while True:
             raw = await self._next(stream)
-            if not raw:
-                return  # the end of the reply
+            if not raw:  # the end of the reply: after a finish reason, a complete one
+                piece = assembler.finish() if not done and _ends_clean(assembler, parser) else ""
+                if piece:
+                    yield piece
+                return
             received += len(raw)
             if done:  # read to the end so the connection goes back to the pool
                 if received > self._max_reply_bytes:
@@ -285,17 +292,14 @@ class UpstreamCall:
                     done = True
                     break
                 datas.append(item.data)
-            chunks, not_json = jsonio.loads_each(datas)  # up to the first that is not JSON
             failed = False
-            for chunk in chunks:
-                if not isinstance(chunk, dict):
-                    raise MalformedStream("an SSE data line is not an object")
+            for chunk in self._objects(datas):
                 assembler.feed(chunk)
                 if assembler.completion.error is not None:
                     failed = True
                     break
-            if not_json is not None and not failed:
-                raise MalformedStream("an SSE data line is not JSON")
+            if done and not failed:
+                _whole_despite_skipped(assembler.completion)
             if assembler.raw_content or assembler.completion.tool_calls or failed:
                 self.output_started = True
                 self._first_token_at = None
@@ -306,6 +310,35 @@ class UpstreamCall:
                 return
             if parser.overlong_lines:
                 raise MalformedStream(f"an SSE line is longer than {self._max_line_bytes} bytes")
+
+    def _objects(self, datas: list[str]) -> list[dict[str, Any]]:
+        """The JSON objects among one read's `data:` payloads, in order; each one that is not
+        JSON or not an object is skipped and counted (`Completion.malformed_events`), and one
+        more than `max_malformed_events` in the reply raises `MalformedStream` (a cut)."""
+        chunks, not_json = jsonio.loads_each(datas)  # up to the first that is not JSON
+        objects = [c for c in chunks if type(c) is dict]
+        skipped = len(chunks) - len(objects)
+        if not_json is not None:  # the rest, one by one
+            rest = datas[len(chunks) + 1 :]
+            skipped += 1
+            for data in rest:
+                try:
+                    value = jsonio.loads(data)
+                except ValueError:
+                    value = None
+                if type(value) is dict:
+                    objects.append(value)
+                else:
+                    skipped += 1
+        if skipped:
+            completion = self.assembler.completion
+            completion.malformed_events += skipped
+            if completion.malformed_events > self._max_malformed:
+                raise MalformedStream(
+                    f"{completion.malformed_events} SSE data events not a JSON object"
+                    f" (at most {self._max_malformed} are skipped)"
+                )
+        return objects
 
     async def _next(self, stream: aiohttp.StreamReader) -> bytes:
         """What the upstream sent since the last read (b"" at its end): what is buffered
@@ -326,7 +359,7 @@ class UpstreamCall:
 
     async def _timed(self, stream: aiohttp.StreamReader) -> bytes:
         """One wait for bytes within the first-token deadline (before output) or the stall
-        timeout (after output started, before release)."""
+        timeout (after output started)."""
         first = self._first_token_at is not None
         cut = asyncio.timeout_at(self._first_token_at) if first else asyncio.timeout(self.stall_s)
         try:
@@ -356,6 +389,22 @@ class UpstreamCall:
             buf.extend(chunk)
             if len(buf) > limit:
                 return None
+
+
+def _whole_despite_skipped(completion: Completion) -> None:
+    """At `[DONE]`: a reply with skipped `data:` events is whole only when a finish reason
+    came (a skipped event may have been its end): else `MalformedStream`."""
+    if completion.malformed_events and completion.finish_reason is None:
+        raise MalformedStream(
+            f"{completion.malformed_events} SSE data events not a JSON object, and no finish reason"
+        )
+
+
+def _ends_clean(assembler: StreamAssembler, parser: SSEParser) -> bool:
+    """The body ended after a finish reason, with no in-band error and no event left
+    unfinished: a complete reply even without `[DONE]` (R15); else the end is a cut."""
+    c = assembler.completion
+    return c.finish_reason is not None and c.error is None and not parser.pending
 
 
 def env_proxy(url: URL) -> str | None:
@@ -399,6 +448,7 @@ class Upstream:
         self.max_connections = config.max_connections
         self.max_line_bytes = config.max_line_bytes
         self.max_reply_bytes = config.max_reply_bytes
+        self.max_malformed_events = config.max_malformed_events
         self.max_error_bytes = config.max_error_body_bytes
         self.base_url = base_url.rstrip("/")
         self._url = URL(self.base_url + "/chat/completions")
@@ -448,6 +498,7 @@ class Upstream:
             max_line_bytes=self.max_line_bytes,
             max_reply_bytes=self.max_reply_bytes,
             max_error_bytes=self.max_error_bytes,
+            max_malformed_events=self.max_malformed_events,
             proxy=self.proxy,
         )
 
