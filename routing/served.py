@@ -6,10 +6,12 @@ body); this finds what served them, from the gateway's events and the canary's l
         each provider that served attempts of `model` within `around` +- `window`: its
         requests, attempts, accepted answers, rejections by reason, median first token, and
         its canary standing then (the last round verdict and the last decision about its
-        endpoint before `around`, `quarantine/adapters/ledger.py`'s tables)
+        endpoint before `around`, `quarantine/adapters/ledger.py`'s tables), and the
+        requests whose cut stream it continued (R15)
     request_trail(url, request_id) -> Trail | None
         one request (by request id; else by operation id, the latest request) and its
-        attempts, oldest first
+        attempts, oldest first, each with why it was made (`note`) and, for a mid-stream
+        continuation, the attempt whose cut stream it continued (`continues`)
 
 Portable SQLAlchemy Core on any ledger URL (the embedded SQLite, PostgreSQL on the scale
 path); every time is aware UTC.
@@ -35,6 +37,8 @@ from quarantine.adapters.ledger import LEDGER_METADATA, DecisionRow, ProbeRow
 from routing.events import ROUTING_METADATA, AttemptEvent, RequestEvent, add_missing_columns
 
 NO_PROVIDER = "(no reply)"  # attempts no reply named a provider for (refused, cut, slow)
+# the fallback reason of a mid-stream continuation (`Router.continue_stream`): PREFIX + cause
+CONTINUE_PREFIX = "midstream_continue:"
 
 
 @dataclass(frozen=True)
@@ -61,12 +65,51 @@ class ServedBy:
     rejected: dict[str, int] = field(default_factory=dict)  # reason -> attempts
     median_ttft_ms: float | None = None
     standing: Standing | None = None
+    continued: int = 0  # requests whose cut stream it continued, accepted (R15)
 
 
 @dataclass(frozen=True)
 class Trail:
     request: dict[str, Any] | None  # the request's row (None: not recorded yet)
     attempts: list[dict[str, Any]]
+
+
+def continued_cause(fallback_reason: str | None) -> str | None:
+    """The cause of the cut a mid-stream continuation took over (`stream_cut` of
+    `midstream_continue:stream_cut`); None for an attempt that is not a continuation."""
+    if fallback_reason is None or not fallback_reason.startswith(CONTINUE_PREFIX):
+        return None
+    return fallback_reason.removeprefix(CONTINUE_PREFIX) or "unknown"
+
+
+def _continues(earlier: list[dict[str, Any]], cause: str) -> dict[str, Any] | None:
+    """The attempt whose released stream a continuation took over: the latest earlier one
+    that ended with `cause` (a refused continuation before it ended otherwise)."""
+    for a in reversed(earlier):
+        if a.get("reason") == cause:
+            return {k: a.get(k) for k in ("attempt_index", "route_id", "model", "provider")}
+    return None
+
+
+def _note(attempt: dict[str, Any], cause: str | None, cut: dict[str, Any] | None) -> str | None:
+    """Why the attempt was made, in words; None for a request's first choice."""
+    if cause is None:
+        why = attempt.get("fallback_reason")
+        return f"fallback reason: {why}" if why else None
+    verb = "continued" if attempt.get("failure_class") is None else "tried to continue"
+    where = f" on {cut['model']} (#{cut['attempt_index']})" if cut is not None else ""
+    return f"{verb} the answer after {cause}{where}"
+
+
+def _explained(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The attempts, each with `continues` (the attempt whose cut stream it continued, or
+    None) and `note` (why it was made, in words)."""
+    out = []
+    for i, a in enumerate(attempts):
+        cause = continued_cause(a.get("fallback_reason"))
+        cut = _continues(attempts[:i], cause) if cause is not None else None
+        out.append({**a, "continues": cut, "note": _note(a, cause, cut)})
+    return out
 
 
 def _open(url: str) -> Engine:
@@ -89,6 +132,9 @@ def _summary(provider: str, rows: list[Any]) -> ServedBy:
     ttfts = [r.ttft_ms for r in rows if r.ttft_ms is not None]
     accepted = [r for r in rows if r.failure_class is None and not r.cancelled]
     rejected = Counter(r.reason or r.failure_class for r in rows if r.failure_class is not None)
+    continued = {
+        r.request_id or r.operation_id for r in accepted if continued_cause(r.fallback_reason)
+    }
     return ServedBy(
         provider=provider,
         tag=tags.most_common(1)[0][0] if tags else None,
@@ -97,6 +143,7 @@ def _summary(provider: str, rows: list[Any]) -> ServedBy:
         accepted=len(accepted),
         rejected=dict(sorted(rejected.items(), key=lambda kv: (-kv[1], kv[0]))),
         median_ttft_ms=round(statistics.median(ttfts), 1) if ttfts else None,
+        continued=len(continued),
     )
 
 
@@ -183,5 +230,5 @@ def request_trail(url: str, request_id: str) -> Trail | None:
         return None
     return Trail(
         request=dict(req._mapping) if req is not None else None,
-        attempts=[dict(row._mapping) for row in attempts],
+        attempts=_explained([dict(row._mapping) for row in attempts]),
     )

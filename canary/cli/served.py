@@ -3,6 +3,9 @@
     canary served --model M --around 2026-12-01T12:00Z [--window 15m] [--json]
     canary served --request req-…                              (or an operation id)
 
+A request's attempts each carry why they were made: a fallback's reason, or, for a mid-stream
+continuation (R15), the cut it continued and on which model.
+
 Reads the gateway's events and the canary's rounds and decisions (`CANARY_LEDGER_URL`; no
 Prefect server needed).
 """
@@ -54,9 +57,11 @@ def _print_providers(model: str, around: datetime, window: str, rows: list[Any])
         tag = f" [{r.tag}]" if r.tag else ""
         ttft = f"{r.median_ttft_ms:.0f} ms" if r.median_ttft_ms is not None else "n/a"
         rejected = ", ".join(f"{k} {n}" for k, n in r.rejected.items()) or "none"
+        continued = f" ({r.continued} continuing a cut stream)" if r.continued else ""
         typer.echo(
             f"  {r.provider}{tag}: {r.requests} requests, {r.attempts} attempts,"
-            f" {r.accepted} accepted, rejected: {rejected}; median first token {ttft}"
+            f" {r.accepted} accepted{continued}, rejected: {rejected};"
+            f" median first token {ttft}"
         )
         if r.provider != "(no reply)":
             typer.echo(f"      canary then: {_standing(r.standing)}")
@@ -78,9 +83,11 @@ def _print_trail(trail: Any) -> None:
         if a.get("ttft_budget_ms") is not None:
             budget += f", first token {a['ttft_budget_ms']:.0f} ms"
         excluded = f"; excluded {a['excluded']}" if a.get("excluded") else ""
+        note = f"; {a['note']}" if a.get("note") else ""
         typer.echo(
             f"  #{a['attempt_index']} {a['route_id']} {a['model']} by {a['provider'] or '-'}{tag}:"
             f" {result}, HTTP {a['status_code']}, {a['latency_ms']:.0f} ms; {budget}{excluded}"
+            f"{note}"
         )
 
 

@@ -33,6 +33,10 @@ from tests.fixtures.routing import (
     routing_catalog,
     routing_scenario,
 )
+from tests.routing.test_midstream_continue import ASK
+from tests.routing.test_midstream_continue import KEY as CONTINUE_KEY
+from tests.routing.test_midstream_continue import _router as continue_router
+from tests.routing.test_midstream_continue import _scenario as continue_scenario
 
 KEY = "gw-served-key"
 MODEL = "acme/alpha"
@@ -106,6 +110,9 @@ def _check(url: str, request_id: str, around: datetime) -> None:
         ("AlphaA", "stray_start", None),
         ("AlphaB", None, "alpha-a"),
     ]
+    first, fallback = trail.attempts
+    assert first["note"] is None and fallback["fallback_reason"], trail.attempts
+    assert fallback["note"] == f"fallback reason: {fallback['fallback_reason']}", fallback
 
 
 async def test_o7_served_finds_the_provider_by_time_and_by_request_id(
@@ -149,3 +156,83 @@ async def test_o7_served_on_postgresql(fleet: FleetHandle, pg_ledger_url: str) -
     _canary_then(pg_ledger_url, now - timedelta(minutes=10))
     request_id = await _one_request_through_the_gateway(fleet, pg_ledger_url)
     _check(pg_ledger_url, request_id, now + timedelta(minutes=3))
+
+
+async def _continued_request(fleet: FleetHandle, url: str, beta_prefill: str) -> tuple[str, str]:
+    """One streamed chat request through the gateway: alpha cuts the released stream and
+    beta is asked to continue it (`beta_prefill`: its endpoint's prefill mode); the client's
+    text and the request id the gateway returned."""
+    fleet.load(continue_scenario(beta_prefill))
+    router = continue_router(fleet, url)
+    app = create_app(router, GatewayConfig(keys=[CONTINUE_KEY], events_flush_s=0.05))
+    body = {"model": "chat", "messages": ASK, "stream": True}
+    text = ""
+    async with (
+        ServedApp(app) as s,
+        httpx.AsyncClient(base_url=s.url, timeout=30.0) as http,
+        http.stream(
+            "POST", "/v1/chat/completions", json=body,
+            headers={"Authorization": f"Bearer {CONTINUE_KEY}"},
+        ) as resp,
+    ):  # fmt: skip
+        assert resp.status_code == 200, resp.status_code
+        async for line in resp.aiter_lines():
+            if line.startswith("data: {"):
+                for choice in json.loads(line[6:]).get("choices") or []:
+                    text += (choice.get("delta") or {}).get("content") or ""
+        request_id = resp.headers["x-request-id"]
+    await router.events.aflush()  # type: ignore[union-attr]
+    router.events.close()  # type: ignore[union-attr]
+    return text, request_id
+
+
+def _attempt_lines(output: str) -> list[str]:
+    return [line.strip() for line in output.splitlines() if line.strip().startswith("#")]
+
+
+@pytest.mark.parametrize(
+    ("beta_prefill", "verb"), [("continue", "continued"), ("reject", "tried to continue")]
+)
+async def test_r15_served_shows_the_continuation_of_a_cut_stream(
+    fleet: FleetHandle,
+    ledger_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    beta_prefill: str,
+    verb: str,
+) -> None:
+    """A stream alpha cut after release, continued on beta through the real gateway (or
+    beta refusing the prefill): `canary served --request ID` lists both attempts and says in
+    words which one continued the answer after which cut, on which model (text and JSON);
+    `--model acme/beta --around` counts the request beta continued (R15, O7)."""
+    now = datetime.now(UTC)
+    text, request_id = await _continued_request(fleet, ledger_url, beta_prefill)
+    assert len(text) > 40, text
+    monkeypatch.setenv("CANARY_LEDGER_URL", ledger_url)
+    monkeypatch.setenv("CANARY_HOME", str(tmp_path / "home"))
+    out = runner.invoke(cli, ["served", "--request", request_id])
+    assert out.exit_code == 0, out.output
+    first, second = _attempt_lines(out.output)
+    assert first.startswith("#0 alpha acme/alpha") and "(stream_cut)" in first, out.output
+    assert "continue" not in first and "fallback reason" not in first, out.output
+    assert second.startswith("#1 beta acme/beta"), out.output
+    assert second.endswith(f"; {verb} the answer after stream_cut on acme/alpha (#0)"), out.output
+    assert (": accepted," in second) == (beta_prefill == "continue"), out.output
+    out = runner.invoke(cli, ["served", "--request", request_id, "--json"])
+    assert out.exit_code == 0, out.output
+    attempts = json.loads(out.output)["attempts"]
+    assert [(a["route_id"], a["fallback_reason"], a["note"]) for a in attempts] == [
+        ("alpha", None, None),
+        ("beta", "midstream_continue:stream_cut",
+         f"{verb} the answer after stream_cut on acme/alpha (#0)"),
+    ], attempts  # fmt: skip
+    assert attempts[0]["continues"] is None, attempts[0]
+    assert attempts[1]["continues"] == {
+        "attempt_index": 0, "route_id": "alpha", "model": "acme/alpha",
+        "provider": attempts[0]["provider"],
+    }, attempts[1]  # fmt: skip
+    around = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    out = runner.invoke(cli, ["served", "--model", "acme/beta", "--around", around])
+    assert out.exit_code == 0, out.output
+    counted = "1 accepted (1 continuing a cut stream)" in out.output
+    assert counted == (beta_prefill == "continue"), out.output
