@@ -17,6 +17,9 @@ tried refused the prefill.
     prefilled(body, sent) -> the upstream body of a continuation
     PrefixStrip(sent).feed(piece) / .end() -> the continuation without a repeated prefix
     stitched(text, completion) -> the whole reply of a continued stream
+    continuation_reason(cause) / continued_cause(fallback_reason)
+                                  the fallback reason a continuation attempt is recorded
+                                  with (`midstream_continue:<cause>`), and its cause back
 """
 
 from __future__ import annotations
@@ -30,6 +33,23 @@ from routing.response import Completion
 from routing.routes import Route
 
 F = FailureClass
+
+# the fallback reason of a continuation attempt: PREFIX + the cause of the cut it took over
+CONTINUE_PREFIX = "midstream_continue:"
+
+
+def continuation_reason(cause: str) -> str:
+    """The fallback reason a continuation of a stream cut by `cause` is recorded with."""
+    return f"{CONTINUE_PREFIX}{cause}"
+
+
+def continued_cause(fallback_reason: str | None) -> str | None:
+    """The cause of the cut a mid-stream continuation took over (`stream_cut` of
+    `midstream_continue:stream_cut`); None for an attempt that is not a continuation."""
+    if fallback_reason is None or not fallback_reason.startswith(CONTINUE_PREFIX):
+        return None
+    return fallback_reason.removeprefix(CONTINUE_PREFIX) or "unknown"
+
 
 # invalid responses that are the transport's failure: what came was good, the rest garbage
 _GARBLED = frozenset({"malformed_stream", "decoding_error"})

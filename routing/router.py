@@ -57,7 +57,7 @@ from routing.attribution import client_shaping
 from routing.breaker import BreakerBoard, CircuitStatus
 from routing.capability import Needs, contract_misfit, estimate_needs, select_routes
 from routing.classify import Classification, provider_said
-from routing.continuation import prefill_routes, prefilled, why_not
+from routing.continuation import continuation_reason, prefill_routes, prefilled, why_not
 from routing.contracts import Contract
 from routing.deadline import AttemptBudget, Deadline
 from routing.errors import (
@@ -272,7 +272,7 @@ class Router:
         result.rest, result.finish = None, self.outcomes.request_finisher(req, route, comp)
         needs = estimate_needs(req.contract, prefilled(req.body, sent))
         pool = prefill_routes(self.catalog.routes.for_groups(req.contract.route_groups))
-        cause = f"midstream_continue:{end.reason}"
+        cause = continuation_reason(end.reason)
         while len(req.attempts) < req.contract.max_attempts:
             now = self.clock()
             tried = {a.route_id for a in req.attempts}

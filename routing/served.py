@@ -34,11 +34,10 @@ from sqlalchemy.engine import Engine
 from ground.clock import as_utc
 from ground.db import open_engine
 from quarantine.adapters.ledger import LEDGER_METADATA, DecisionRow, ProbeRow
+from routing.continuation import continued_cause
 from routing.events import ROUTING_METADATA, AttemptEvent, RequestEvent, add_missing_columns
 
 NO_PROVIDER = "(no reply)"  # attempts no reply named a provider for (refused, cut, slow)
-# the fallback reason of a mid-stream continuation (`Router.continue_stream`): PREFIX + cause
-CONTINUE_PREFIX = "midstream_continue:"
 
 
 @dataclass(frozen=True)
@@ -72,14 +71,6 @@ class ServedBy:
 class Trail:
     request: dict[str, Any] | None  # the request's row (None: not recorded yet)
     attempts: list[dict[str, Any]]
-
-
-def continued_cause(fallback_reason: str | None) -> str | None:
-    """The cause of the cut a mid-stream continuation took over (`stream_cut` of
-    `midstream_continue:stream_cut`); None for an attempt that is not a continuation."""
-    if fallback_reason is None or not fallback_reason.startswith(CONTINUE_PREFIX):
-        return None
-    return fallback_reason.removeprefix(CONTINUE_PREFIX) or "unknown"
 
 
 def _continues(earlier: list[dict[str, Any]], cause: str) -> dict[str, Any] | None:
