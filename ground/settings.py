@@ -325,6 +325,14 @@ class RoutingConfig(BaseModel):
         description="R13, R15: no byte for this long after the stream started (before or after"
         " release): a stall, cut.",
     )
+    prefill_refusal_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description=(
+            "R15: a route whose upstream refused a continuation's assistant prefill is not"
+            " asked to continue a stream again for this long (its routes.yaml says it takes one)."
+        ),
+    )
     start_hold_s: float = Field(
         default=5.0,
         gt=0,

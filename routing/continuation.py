@@ -13,7 +13,9 @@ error of the original cause, as it does when no prefill-capable route is left or
 tried refused the prefill.
 
     why_not(contract, failure, reason, sent, completion) -> None | why
-    prefill_routes(pool) -> the routes that take a prefill
+    prefill_routes(pool, refused) -> the routes that take a prefill (less those whose upstream
+                                  refused one lately)
+    refused_prefill(failure) -> a continuation attempt's failure says its route refused it
     prefilled(body, sent) -> the upstream body of a continuation
     PrefixStrip(sent).feed(piece) / .end() -> the continuation without a repeated prefix
     stitched(text, completion) -> the whole reply of a continued stream
@@ -24,6 +26,7 @@ tried refused the prefill.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
@@ -84,9 +87,17 @@ def why_not(
     return None
 
 
-def prefill_routes(pool: list[Route]) -> list[Route]:
-    """The routes of `pool` that declare they accept an assistant prefill."""
-    return [r for r in pool if r.prefill is True]
+def prefill_routes(pool: list[Route], refused: Collection[str] = ()) -> list[Route]:
+    """The routes of `pool` that declare they accept an assistant prefill, less the ids in
+    `refused` (routes whose upstream refused one lately: `refused_prefill`)."""
+    return [r for r in pool if r.prefill is True and r.id not in refused]
+
+
+def refused_prefill(failure: FailureClass | None) -> bool:
+    """Whether a continuation attempt's failure says its route refused the prefill: the
+    upstream refused the request itself (a 400 or 422: `permanent_request`), which differs
+    from the one it served only by the prefill."""
+    return failure is F.PERMANENT
 
 
 def prefilled(body: dict[str, Any], sent: str) -> dict[str, Any]:

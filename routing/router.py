@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import secrets
 import time
@@ -57,7 +58,13 @@ from routing.attribution import client_shaping
 from routing.breaker import BreakerBoard, CircuitStatus
 from routing.capability import Needs, contract_misfit, estimate_needs, select_routes
 from routing.classify import Classification, provider_said
-from routing.continuation import continuation_reason, prefill_routes, prefilled, why_not
+from routing.continuation import (
+    continuation_reason,
+    prefill_routes,
+    prefilled,
+    refused_prefill,
+    why_not,
+)
 from routing.contracts import Contract
 from routing.deadline import AttemptBudget, Deadline
 from routing.errors import (
@@ -84,6 +91,8 @@ from routing.response import Completion
 from routing.routes import Catalog, Route
 from routing.steer import Steering
 from routing.upstream import Upstream, UpstreamCall
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Router", "RouterResult", "new_operation_id", "new_request_id"]
 
@@ -171,6 +180,8 @@ class Router:
         self.breakers = breakers or BreakerBoard()
         self.events = events
         self.config = config or RoutingConfig()
+        # route id -> until when (this clock): its upstream refused a continuation's prefill
+        self._prefill_refused: dict[str, float] = {}
         self.metrics = metrics or RouterMetrics(config=self.config, clock=clock)
         if isinstance(ignore_source, CachedIgnoreSource):  # the lists' standing (R14)
             self.metrics.registry.register(IgnoreListGauges(ignore_source.scrape))
@@ -271,7 +282,9 @@ class Router:
         route, comp = result.route, result.completion
         result.rest, result.finish = None, self.outcomes.request_finisher(req, route, comp)
         needs = estimate_needs(req.contract, prefilled(req.body, sent))
-        pool = prefill_routes(self.catalog.routes.for_groups(req.contract.route_groups))
+        now = self.clock()
+        refused = {r for r, until in self._prefill_refused.items() if until > now}
+        pool = prefill_routes(self.catalog.routes.for_groups(req.contract.route_groups), refused)
         cause = continuation_reason(end.reason)
         while len(req.attempts) < req.contract.max_attempts:
             now = self.clock()
@@ -283,6 +296,7 @@ class Router:
             except RoutingError:
                 return False
             res = await self._attempt(req, route, waited_s=0.0, fallback_reason=cause, prefill=sent)
+            self._note_refusal(route, res.classification)
             if res.classification is None:
                 result.route, result.completion, result.accepted = route, res.completion, None
                 result.head, result.rest, result.call, result.attempt = (
@@ -291,6 +305,19 @@ class Router:
                 result.finish = self.outcomes.stream_finisher(req, res, res.completion)
                 return True
         return False
+
+    def _note_refusal(self, route: Route, c: Classification | None) -> None:
+        """A continuation attempt on `route` refused its prefill (`refused_prefill`): the
+        route is not asked to continue a stream again for `prefill_refusal_s`, and the
+        operator is told once per refusal (its routes.yaml says it takes a prefill)."""
+        if c is None or not refused_prefill(c.failure_class):
+            return
+        self._prefill_refused[route.id] = self.clock() + self.config.prefill_refusal_s
+        log.warning(
+            "route %s refused a continuation's prefill (%s): not asked to continue a stream"
+            " for %.0f s; check its `prefill: true` in routes.yaml",
+            route.id, c.reason, self.config.prefill_refusal_s,
+        )  # fmt: skip
 
     # ---- the loop -------------------------------------------------------------------------
 

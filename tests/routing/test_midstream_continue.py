@@ -231,3 +231,43 @@ def test_r15_the_continuation_decisions() -> None:
         "The dog barks.",
         "",
     ]
+
+
+async def test_r15_a_route_that_refused_a_prefill_is_not_asked_again(
+    fleet: FleetHandle, ledger_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """beta says it takes a prefill but refuses one: the first cut stream asks it (and tells
+    the operator in one line); the next cut stream does not ask it again within
+    `prefill_refusal_s`, and still ends with the original cause, one attempt fewer."""
+    scenario = _scenario("reject")
+    for model in scenario["models"]:
+        for ep in model["endpoints"]:
+            if ep["tag"] in ("alpha-a", "alpha-b"):
+                ep["faults"] = [dict(CUT)]  # every alpha host cuts: both requests are cut
+    fleet.load(scenario)
+    router = _router(fleet, ledger_url)
+    causes = []
+    async with ServedApp(create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05))) as s:
+        client = openai.AsyncOpenAI(base_url=f"{s.url}/v1", api_key=KEY, max_retries=0)
+        for i in range(2):
+            if i:  # alpha's failure forgotten, as its 30 s health half-life would (alpha first)
+                router.health.health.clear()
+            try:
+                async for _chunk in await client.chat.completions.create(
+                    model="chat", messages=ASK, stream=True
+                ):
+                    pass
+                causes.append("no error")
+            except openai.APIError as exc:
+                causes.append(str(exc))
+        await client.close()
+    assert all("stream_cut" in c and "prefill" not in c for c in causes), causes
+    asked = [r for r in fleet.requests() if r["model"] == "acme/beta"]
+    assert len(asked) == 1, f"beta was asked {len(asked)} times for a prefill"
+    assert "route beta refused a continuation's prefill" in caplog.text
+    rows = await _attempt_rows(router, ledger_url)
+    assert [(r[1], r[4]) for r in rows] == [
+        ("alpha", None),
+        ("beta", "midstream_continue:stream_cut"),
+        ("alpha", None),
+    ], rows
