@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,8 +154,38 @@ async def run_attempt(
     (`routing.attribution.client_shaping` of its body); an acceptance rejection carries them."""
     res = result or AttemptResult(route=route, started=clock())
     res.client_params = client_params
-    call = upstream.call(body, budget)
     judge = _Judge(contract, schemas, body, client_params)
+
+    async def read(call: UpstreamCall) -> bool:
+        if stream_release:
+            return await _check_start(res, call, judge, clock)
+        async for _ in call.content():
+            if res.ttft_s is None:
+                res.ttft_s = clock() - res.started
+        judge(res, call)
+        return False
+
+    return await _call(
+        upstream, body, budget, res, read, clock=clock, side_effects=contract.side_effect_tools
+    )
+
+
+async def _call(
+    upstream: Upstream,
+    body: dict[str, Any],
+    budget: AttemptBudget,
+    res: AttemptResult,
+    read: Callable[[UpstreamCall], Awaitable[bool]],
+    *,
+    clock: Callable[[], float],
+    side_effects: bool = False,
+) -> AttemptResult:
+    """One upstream call within `budget`, the part every attempt shares: send it; an error
+    status is classified, else `read` reads the reply into `res` (True when it hands the
+    still-open call over in `res`). Every failure is classified, never raised (a read
+    timeout after acceptance is ambiguous where tools have `side_effects`); the call is
+    closed unless handed over."""
+    call = upstream.call(body, budget)
     handed_over = False
     try:
         async with asyncio.timeout(budget.total_s):
@@ -164,20 +194,15 @@ async def run_attempt(
             if err is not None:
                 res.error_provider = err.provider_name
                 res.classification = classify(err)
-            elif stream_release:
-                handed_over = await _check_start(res, call, judge, clock)
             else:
-                async for _ in call.content():
-                    if res.ttft_s is None:
-                        res.ttft_s = clock() - res.started
-                judge(res, call)
+                handed_over = await read(call)
             return res
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # every failure is classified, the unforeseen ones included
         res.output_started = call.output_started
         res.classification = classify_unforeseen(exc, call.output_started, upstream.scrub)
-        if contract.side_effect_tools:  # a read timeout after acceptance is ambiguous there
+        if side_effects:
             res.classification = with_side_effects(res.classification)
         return res
     finally:
@@ -277,45 +302,27 @@ async def run_continuation(
     without a start check: it continues a start already checked. A failure before any new
     text (a refused prefill, a cut) is classified in `result`; never raises for it."""
     res = result
-    call = upstream.call(body, budget)
     strip = PrefixStrip(sent)
-    handed_over = False
-    try:
-        async with asyncio.timeout(budget.total_s):
-            err = await call.start()
-            res.status_code = call.status_code
-            if err is not None:
-                res.error_provider = err.provider_name
-                res.classification = classify(err)
-                return res
-            pieces = call.content()
-            async for piece in pieces:
-                res.ttft_s = clock() - res.started if res.ttft_s is None else res.ttft_s
-                res.head = strip.feed(piece)
-                if res.head:
-                    break
-            comp = call.assembler.completion
-            if not res.head and (comp.error is not None or not comp.done):
-                res.classification = (
-                    classify(comp.error) if comp.error is not None
-                    else Classification(_ambiguous_or_invalid(call), "stream_cut")
-                )  # fmt: skip
-                return res
-            res.head = res.head or strip.end()
-            _release(res, call, _stripped(pieces, strip))
-            handed_over = True
-            return res
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        res.classification = classify_unforeseen(exc, call.output_started, upstream.scrub)
-        return res
-    finally:
-        res.ended = clock()
-        res.completion = call.assembler.completion
-        res.output_started = res.output_started or call.output_started
-        if not handed_over:
-            await call.aclose()
+
+    async def read(call: UpstreamCall) -> bool:
+        pieces = call.content()
+        async for piece in pieces:
+            res.ttft_s = clock() - res.started if res.ttft_s is None else res.ttft_s
+            res.head = strip.feed(piece)
+            if res.head:
+                break
+        comp = call.assembler.completion
+        if not res.head and (comp.error is not None or not comp.done):
+            res.classification = (
+                classify(comp.error) if comp.error is not None
+                else Classification(_ambiguous_or_invalid(call), "stream_cut")
+            )  # fmt: skip
+            return False
+        res.head = res.head or strip.end()
+        _release(res, call, _stripped(pieces, strip))
+        return True
+
+    return await _call(upstream, body, budget, res, read, clock=clock)
 
 
 async def _stripped(pieces: AsyncIterator[str], strip: PrefixStrip) -> AsyncIterator[str]:
