@@ -54,7 +54,7 @@ import openai
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_peers import start, stop
+from bench_peers import start, start_fleet, stop
 
 FLEET_KEY = "fleet-local-key"
 GW_KEY = "bench-failover-key"
@@ -341,11 +341,7 @@ def run(table: list[Case], args: argparse.Namespace) -> list[dict[str, Any]]:
     procs = []
     rows: list[dict[str, Any]] = []
     try:
-        fleet, fleet_api, _ = start(
-            [py, "-m", "canary.cli", "fleet", "serve", "--scenario", str(tmp / "scenario.yaml"),
-             "--port", "0"],
-            env, pattern=r"at (http://[\d.:]+/api/v1)",
-        )  # fmt: skip
+        fleet, fleet_api = start_fleet(tmp / "scenario.yaml", env)
         procs.append(fleet)
         fleet_root = fleet_api.removesuffix("/api/v1")
         genv = {**env, "CANARY_BASE_URL": fleet_api, "CANARY_API_KEY": FLEET_KEY,

@@ -280,6 +280,14 @@ def start(
     raise RuntimeError(f"did not start within {timeout_s:.0f} s: {' '.join(cmd)}; see {log}")
 
 
+def start_fleet(scenario: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """The fleet serving `scenario` on a free loopback port: its process and API base URL."""
+    cmd = [sys.executable, "-m", "canary.cli", "fleet", "serve", "--scenario", str(scenario),
+           "--port", "0"]  # fmt: skip
+    proc, api, _ = start(cmd, env, pattern=r"at (http://[\d.:]+/api/v1)")
+    return proc, api
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     """Stop the process group this script started (the server and anything it forked)."""
     try:
@@ -595,11 +603,7 @@ def main() -> None:
     procs: list[subprocess.Popen[bytes]] = []
     servers: list[Server] = []
     try:
-        fleet, fleet_api, _ = start(
-            [py, "-m", "canary.cli", "fleet", "serve", "--scenario", str(tmp / "scenario.yaml"),
-             "--port", "0"],
-            env, pattern=r"at (http://[\d.:]+/api/v1)",
-        )  # fmt: skip
+        fleet, fleet_api = start_fleet(tmp / "scenario.yaml", env)
         procs.append(fleet)
         fleet_root = fleet_api.removesuffix("/api/v1")
         fleet_auth = {"Authorization": f"Bearer {FLEET_KEY}"}

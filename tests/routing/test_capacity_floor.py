@@ -73,6 +73,15 @@ def _alpha_only() -> dict[str, Any]:
     return routes_table(groups=groups)
 
 
+def _alpha_gateway(fleet: FleetHandle, board: BreakerBoard) -> Any:
+    """The gateway over a router with alpha alone for chat (`_alpha_only`) and `board`."""
+    router = _router(
+        fleet, breakers=board,
+        catalog=routing_catalog(_alpha_only(), chat={"route_groups": ["text"]}),
+    )  # fmt: skip
+    return create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05))
+
+
 async def _stream(client: openai.AsyncOpenAI) -> str:
     stream = await client.chat.completions.create(
         model="chat",
@@ -159,11 +168,7 @@ async def test_issue31_the_floor_never_drives_a_workload_dark(fleet: FleetHandle
     AlphaB's failures as the route's, 503 all_circuits_open)."""
     fleet.load(_scenario({"alpha-b": [{"kind": "stray_start", "rate": 0.34}]}))
     board = BreakerBoard()  # the production breaker settings
-    router = _router(
-        fleet, breakers=board,
-        catalog=routing_catalog(_alpha_only(), chat={"route_groups": ["text"]}),
-    )  # fmt: skip
-    app = create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05))
+    app = _alpha_gateway(fleet, board)
     async with ServedApp(app) as s:
         client = openai.AsyncOpenAI(base_url=f"{s.url}/v1", api_key=KEY, max_retries=0)
         replies = await _load(client, 90)
@@ -192,11 +197,7 @@ async def test_issue31_the_route_circuit_opens_when_every_allowed_provider_fails
     stray = [{"kind": "stray_start", "rate": 1.0}]
     fleet.load(_scenario({"alpha-b": stray, "alpha-c": stray}))
     board = BreakerBoard(BreakerConfig(consecutive_failures=2, open_for_s=60))
-    router = _router(
-        fleet, breakers=board,
-        catalog=routing_catalog(_alpha_only(), chat={"route_groups": ["text"]}),
-    )  # fmt: skip
-    app = create_app(router, GatewayConfig(keys=[KEY], events_flush_s=0.05))
+    app = _alpha_gateway(fleet, board)
     async with ServedApp(app) as s:
         client = openai.AsyncOpenAI(base_url=f"{s.url}/v1", api_key=KEY, max_retries=0)
         replies = [r for _ in range(5) for r in await _load(client, 1, 1)]

@@ -27,6 +27,7 @@ from tests.fixtures.routing import (
     chat_body,
     ledger_rows,
     make_router,
+    paced,
     routing_catalog,
     routing_scenario,
 )
@@ -42,15 +43,6 @@ async def _stream(url: str, body: dict[str, object]) -> list[dict[str, Any]]:
             "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}
         )
     return [json.loads(x[6:]) for x in resp.text.splitlines() if x.startswith("data: {")]
-
-
-def paced(scenario: dict[str, Any]) -> dict[str, Any]:
-    """`scenario` at a pace whose start settles before the reply ends (a few words a 50 ms
-    write): the stream is released before its end, as these tests need."""
-    for model in scenario["models"]:
-        for ep in model["endpoints"]:
-            ep["timing"] = {"ttft_s": 0.5, "tokens_per_s": 15.0, "jitter": 0.0}
-    return scenario
 
 
 def _finish(chunks: list[dict[str, Any]]) -> str | None:
@@ -84,11 +76,7 @@ async def test_r7_a_paced_stream_reaches_the_client_piece_by_piece_as_it_arrives
     """Content goes out per network read (scrubbed and checked once per read, not per chunk),
     so a paced upstream still reaches the client incrementally: several pieces, the first
     long before the last (R7)."""
-    scenario = routing_scenario()
-    for model in scenario["models"]:
-        for ep in model["endpoints"]:
-            ep["timing"] = {"ttft_s": 0.5, "tokens_per_s": 15.0, "jitter": 0.0}  # x0.1
-    fleet.load(scenario)
+    fleet.load(paced(routing_scenario()))
     router = make_router(fleet.base_url, fleet.key)
     arrivals: list[tuple[float, str]] = []
     async with (
@@ -139,11 +127,7 @@ async def test_r7_released_stream_passes_the_contract_checks_at_its_end(
     fleet: FleetHandle, ledger_url: str
 ) -> None:
     """A streamed reply shorter than the contract's min_output_chars ends with an in-band error and is recorded as a validation rejection, not accepted (R7, R10). Paced, so its start settles and is released before the reply ends."""
-    scenario = routing_scenario()
-    for model in scenario["models"]:
-        for ep in model["endpoints"]:
-            ep["timing"] = {"ttft_s": 0.5, "tokens_per_s": 15.0, "jitter": 0.0}
-    fleet.load(scenario)
+    fleet.load(paced(routing_scenario()))
     catalog = routing_catalog(
         chat={"constraints": {"complete_output_required": False, "min_output_chars": 100_000}}
     )

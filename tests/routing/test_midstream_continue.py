@@ -22,6 +22,7 @@ from routing.response import Completion, ToolCall
 from routing.router import Router
 from tests.fixtures.fleet import FleetHandle
 from tests.fixtures.routing import (
+    PACED,
     ServedApp,
     ledger_rows,
     make_router,
@@ -43,7 +44,7 @@ def _scenario(beta_prefill: str = "continue") -> dict[str, Any]:
     scenario = routing_scenario(faults={"alpha-a": [CUT]})
     for model in scenario["models"]:
         for ep in model["endpoints"]:
-            ep["timing"] = {"ttft_s": 0.5, "tokens_per_s": 15.0, "jitter": 0.0}
+            ep["timing"] = dict(PACED)
             if ep["tag"] == "beta-a":
                 ep["prefill"] = beta_prefill
     return scenario

@@ -28,6 +28,7 @@ from tests.fixtures.routing import (
     chat_body,
     ledger_rows,
     make_router,
+    paced,
     routing_scenario,
 )
 from tests.probes.test_start_decision import (
@@ -96,11 +97,7 @@ def test_issue31_the_property_fails_for_the_window_decision() -> None:
 def _paced(defects: dict[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """The routing scenario at a pace whose first write is one word (0.1 time scale: the
     first token after 50 ms, then ~7 tokens per 50 ms write)."""
-    scenario = routing_scenario(defects=defects)
-    for model in scenario["models"]:
-        for ep in model["endpoints"]:
-            ep["timing"] = {"ttft_s": 0.5, "tokens_per_s": 15.0, "jitter": 0.0}
-    return scenario
+    return paced(routing_scenario(defects=defects))
 
 
 async def _deltas(url: str) -> tuple[list[tuple[float, str]], list[dict[str, Any]]]:

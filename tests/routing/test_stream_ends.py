@@ -32,6 +32,9 @@ from tests.fixtures.routing import (
     routing_catalog,
     routing_scenario,
 )
+from tests.fixtures.routing import (
+    paced as slowed,
+)
 
 KEY = "gw-ends-key"
 LONG = "Write a long scene: the lantern flickers as Mara opens the door to the archive."
@@ -42,11 +45,7 @@ def _scenario(*faults: dict[str, Any], paced: bool = True) -> dict[str, Any]:
     """The routing scenario with `faults` on alpha-a (the provider a chat goes to first);
     `paced`: at a pace whose start settles before the reply ends, so it is released first."""
     scenario = routing_scenario(faults={"alpha-a": list(faults)})
-    if paced:
-        for model in scenario["models"]:
-            for ep in model["endpoints"]:
-                ep["timing"] = {"ttft_s": 0.5, "tokens_per_s": 15.0, "jitter": 0.0}
-    return scenario
+    return slowed(scenario) if paced else scenario
 
 
 def _router(fleet: FleetHandle, ledger_url: str, config: RoutingConfig | None = None) -> Router:
